@@ -1,0 +1,1 @@
+"""The in-guest measurement agent and how to compile it."""

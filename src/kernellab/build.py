@@ -1,0 +1,165 @@
+"""Build a kernel variant out of tree, with ccache, and record what it cost.
+
+Artifacts are cached by a key over everything that changes the output (source content,
+arch, compiler, resolved .config, this recipe), so a variant asked for twice is built
+once. The build tree is shared per (source, arch, toolchain): a variant that differs in
+a few options recompiles only what depends on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import paths
+from .arches import ArchProfile
+from .config.resolve import ResolvedConfig
+from .elfsize import berkeley_size
+from .errors import LabError
+from .locks import locked
+from .sources import Source
+from .toolchain import Toolchain, ccache_counts, ccache_version, make_vars
+
+# Bump when the way kernellab builds changes the artifacts.
+RECIPE = "1"
+
+# Fixed build metadata: reproducible images, and ccache hits across variants for init/version.c.
+REPRODUCIBLE_ENV = {
+    "KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970",
+    "KBUILD_BUILD_USER": "kernellab",
+    "KBUILD_BUILD_HOST": "kernellab",
+    "KBUILD_BUILD_VERSION": "1",
+}
+
+
+@dataclass
+class Build:
+    key: str
+    artifacts: Path
+    image: Path
+    wall_s: float
+    user_s: float
+    sys_s: float
+    image_bytes: int
+    vmlinux_bytes: int
+    text: int
+    data: int
+    bss: int
+    compiler: str
+    ccache: str
+    ccache_hit_pct: float | None  # of the compilations this build ran; warm caches build faster
+    jobs: int
+    cached: bool  # True when this request reused an earlier build
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["artifacts"], d["image"] = str(self.artifacts), str(self.image)
+        return d
+
+
+def build_key(source: Source, profile: ArchProfile, toolchain: Toolchain,
+              config: ResolvedConfig) -> str:
+    material = json.dumps({"source": source.content_hash, "arch": profile.name,
+                           "target": profile.build_target, "compiler": toolchain.version_text,
+                           "config": config.hash, "recipe": RECIPE}, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def cached_build(key: str) -> Build | None:
+    meta = paths.cache_dir("artifacts") / key[:20] / "build.json"
+    if not meta.exists():
+        return None
+    data = json.loads(meta.read_text())
+    data["artifacts"], data["image"] = Path(data["artifacts"]), Path(data["image"])
+    data["cached"] = True
+    try:
+        return Build(**data)
+    except TypeError:  # written by another kernellab version: rebuild (ccache makes it cheap)
+        return None
+
+
+def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
+          config: ResolvedConfig, jobs: int | None = None, log=None) -> Build:
+    key = build_key(source, profile, toolchain, config)
+    hit = cached_build(key)
+    if hit is not None:
+        return hit
+    jobs = jobs or os.cpu_count() or 1
+    tree = paths.cache_dir("build", f"{source.id}-{profile.name}-{toolchain.id}")
+    artifacts = paths.cache_dir("artifacts") / key[:20]
+    artifacts.mkdir(parents=True, exist_ok=True)
+    log_path = artifacts / "build.log"
+    with locked(tree):
+        _install_config(tree, config.text)
+        argv = ["make", "-C", str(source.tree), f"O={tree}", f"-j{jobs}",
+                *make_vars(profile, toolchain, use_ccache=True), profile.build_target]
+        ccache_dir = str(paths.cache_dir("ccache"))
+        env = dict(os.environ, **REPRODUCIBLE_ENV, CCACHE_DIR=ccache_dir)
+        env.setdefault("CCACHE_MAXSIZE", "5G")
+        if log:
+            log(f"building {profile.build_target} in {tree} (-j{jobs}), log: {log_path}")
+        hits0, misses0 = ccache_counts(ccache_dir)
+        wall_s, user_s, sys_s, rc = _timed_make(argv, env, log_path)
+        hits, misses = ccache_counts(ccache_dir)
+        hits, misses = hits - hits0, misses - misses0
+        if rc != 0:
+            raise LabError(f"build failed: {first_error(log_path)} (full log: {log_path})")
+        image = artifacts / Path(profile.boot_image).name
+        shutil.copy2(tree / profile.boot_image, image)
+        shutil.copy2(tree / "vmlinux", artifacts / "vmlinux")
+        shutil.copy2(tree / "System.map", artifacts / "System.map")
+        (artifacts / "config").write_text(config.text)
+    sizes = berkeley_size(artifacts / "vmlinux")
+    result = Build(key=key, artifacts=artifacts, image=image, wall_s=wall_s, user_s=user_s,
+                   sys_s=sys_s, image_bytes=image.stat().st_size,
+                   vmlinux_bytes=(artifacts / "vmlinux").stat().st_size,
+                   compiler=toolchain.version_text, ccache=ccache_version() or "",
+                   ccache_hit_pct=100.0 * hits / (hits + misses) if hits + misses else None,
+                   jobs=jobs, cached=False, **sizes)
+    tmp = artifacts / "build.json.tmp"
+    tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
+    tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
+    return result
+
+
+def _install_config(tree: Path, text: str) -> None:
+    """Rewrite .config only when it changed: a new mtime alone makes kbuild re-run syncconfig."""
+    target = tree / ".config"
+    if not target.exists() or target.read_text() != text:
+        target.write_text(text)
+
+
+def _timed_make(argv: list[str], env: dict, log_path: Path) -> tuple[float, float, float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    with log_path.open("w") as log_file:
+        try:
+            rc = subprocess.run(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env).returncode
+        except FileNotFoundError:
+            raise LabError("make not found: run `apt-get install -y make` (or `kernellab doctor`)") from None
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, rc
+
+
+_ERROR = re.compile(r"(error:|Error \d+|\*\*\*)")
+
+
+def first_error(log_path: Path) -> str:
+    """The first line that names a compiler or make error, which is the one to fix first."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    for line in lines:
+        if "error:" in line:
+            return line.strip()
+    for line in lines:
+        if _ERROR.search(line):
+            return line.strip()
+    return lines[-1].strip() if lines else "no output"

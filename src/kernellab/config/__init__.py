@@ -1,0 +1,1 @@
+"""Kernel configurations: .config parsing, fragments and resolution."""

@@ -1,0 +1,157 @@
+"""Turn base + fragments into the .config the kernel itself accepts.
+
+`make olddefconfig` is the authority: kernellab only merges the requested settings
+onto the base, lets kconfig resolve them, and reports every request that did not
+survive ("asked CONFIG_FOO=y, got n").
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import lzma
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .. import paths
+from ..arches import ArchProfile
+from ..errors import LabError
+from ..locks import locked
+from ..sources import Source
+from ..toolchain import Toolchain, make_vars
+from .dotconfig import Setting, effective, format_config, parse_config, parse_settings
+
+MAKE_BASES = ("defconfig", "tinyconfig", "allnoconfig")
+BASES = MAKE_BASES + ("debian", "lab-minimal")
+
+
+@dataclass
+class ResolvedConfig:
+    base: str
+    text: str
+    requested: list[Setting]
+    dropped: list[dict] = field(default_factory=list)
+
+    @property
+    def values(self) -> dict[str, str]:
+        return parse_config(self.text, "resolved .config")
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def packaged_fragment(name: str) -> list[Setting]:
+    path = resources.files(__package__) / "fragments" / name
+    if not path.is_file():
+        raise LabError(f"kernellab has no packaged fragment {name!r}")
+    return parse_settings(path.read_text(), f"kernellab:{name}")
+
+
+def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
+            base: str, settings: list[Setting]) -> ResolvedConfig:
+    workdir = paths.cache_dir("resolve", f"{source.id}-{profile.name}-{toolchain.id}")
+    with locked(workdir):
+        base_text, base_requests = _base(source, profile, toolchain, base, workdir)
+        _check_known(source, settings)
+        requested = _last_per_name(base_requests + settings)
+        merged = parse_config(base_text, f"base {base}")
+        for s in requested:
+            # Re-append rather than update in place: for a choice (SLOB/SLUB, the kernel
+            # compression), kconfig lets the last `=y` of the group win.
+            merged.pop(s.name, None)
+            merged[s.name] = s.value
+        (workdir / ".config").write_text(format_config(merged))
+        _make(source, profile, toolchain, workdir, "olddefconfig")
+        text = (workdir / ".config").read_text()
+    resolved = ResolvedConfig(base, text, requested)
+    values = resolved.values
+    for s in requested:
+        got = effective(values, s.name, s.value)
+        if got != s.value:
+            resolved.dropped.append({"option": s.name, "asked": s.value,
+                                     "got": got if got is not None else "(unset)",
+                                     "origin": s.origin})
+    return resolved
+
+
+def _base(source, profile, toolchain, base, workdir) -> tuple[str, list[Setting]]:
+    """The base config text, and any settings that come with the base and must be checked."""
+    if base in MAKE_BASES:
+        return _make_base(source, profile, toolchain, base, workdir), []
+    if base == "lab-minimal":
+        text = _make_base(source, profile, toolchain, "tinyconfig", workdir)
+        return text, packaged_fragment(profile.lab_minimal_fragment)
+    if base == "debian":
+        return _debian_config(source, profile), []
+    path = Path(base).expanduser()
+    if path.is_file():
+        text = path.read_text(errors="replace")
+        parse_config(text, str(path))  # a malformed base is reported with its file:line
+        return text, []
+    raise LabError(f"unknown config base {base!r}: use one of {', '.join(BASES)} or a .config path")
+
+
+def _make_base(source, profile, toolchain, target, workdir) -> str:
+    cached = workdir / f"base-{target}.config"
+    if not cached.exists():
+        _make(source, profile, toolchain, workdir, target)
+        cached.write_text((workdir / ".config").read_text())
+    return cached.read_text()
+
+
+def _debian_config(source: Source, profile: ArchProfile) -> str:
+    series = ".".join(source.version.split(".")[:2])
+    path = Path(f"/usr/src/linux-config-{series}/{profile.debian_config}")
+    if not profile.debian_config or not path.exists():
+        package = f"linux-config-{series}"
+        raise LabError(f"Debian's {profile.name} config for {series} not found at {path}: "
+                       f"run `apt-get install -y {package}`")
+    return lzma.decompress(path.read_bytes()).decode()
+
+
+def _make(source, profile, toolchain, workdir: Path, target: str) -> None:
+    argv = ["make", "-s", "-C", str(source.tree), f"O={workdir}",
+            *make_vars(profile, toolchain), target]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = [l for l in (result.stderr + result.stdout).splitlines() if l.strip()]
+        raise LabError(f"`make {target}` failed for {source.spec} {profile.name}: "
+                       f"{lines[-1] if lines else 'no output'}")
+
+
+def _last_per_name(settings: list[Setting]) -> list[Setting]:
+    last = {s.name: s for s in settings}
+    return list(last.values())
+
+
+def _check_known(source: Source, settings: list[Setting]) -> None:
+    known = kconfig_symbols(source)
+    for s in settings:
+        name = s.name.removeprefix("CONFIG_")
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f"; did you mean {', '.join('CONFIG_' + c for c in close)}?" if close else ""
+            raise LabError(f"{s.origin}: unknown option {s.name} in Linux {source.version}{hint}")
+
+
+_SYMBOL = re.compile(r"^\s*(?:menu)?config\s+([A-Za-z0-9_]+)\s*$", re.M)
+
+
+def kconfig_symbols(source: Source) -> set[str]:
+    """Every symbol any Kconfig file of the tree defines (all arches), cached per source."""
+    cache = paths.cache_dir("resolve") / f"{source.id}-symbols.json"
+    if cache.exists():
+        return set(json.loads(cache.read_text()))
+    names: set[str] = set()
+    for root, _dirs, files in os.walk(source.tree):
+        for fname in files:
+            if fname.startswith("Kconfig"):
+                names.update(_SYMBOL.findall(Path(root, fname).read_text(errors="replace")))
+    cache.write_text(json.dumps(sorted(names)))
+    return names

@@ -1,0 +1,1 @@
+"""Experiments: what to build and run, and how to put the results side by side."""

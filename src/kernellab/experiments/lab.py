@@ -1,0 +1,96 @@
+"""One variant through the lab: resolve its config, build it, boot it, store what it says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import arches, build as builder, sources, toolchain as toolchains
+from ..agent.compile import agent_binary
+from ..build import Build
+from ..config.resolve import ResolvedConfig, resolve
+from ..initramfs import agent_initramfs
+from ..measure.console import memory_line, milestones
+from ..sources import Source
+from ..store import Store
+from ..targets import qemu
+from .spec import VariantSpec
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Prepared:
+    spec: VariantSpec
+    source: Source
+    profile: arches.ArchProfile
+    toolchain: toolchains.Toolchain
+    config: ResolvedConfig
+    variant_id: int
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    status: str
+    reason: str
+    samples: int
+
+
+def prepare(spec: VariantSpec, store: Store) -> Prepared:
+    profile = arches.load(spec.arch)
+    source = sources.resolve(spec.source)
+    toolchain = toolchains.detect(profile)
+    settings = spec.settings()
+    config = resolve(source, profile, toolchain, spec.base, settings)
+    variant_id = store.add_variant(spec.name, source, profile.name, spec.base, spec.to_dict(),
+                                   config.hash, config.dropped)
+    return Prepared(spec, source, profile, toolchain, config, variant_id)
+
+
+def ensure_built(p: Prepared, store: Store, log=None) -> Build:
+    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
+    store.add_build(result.key, p.variant_id, result.to_dict())
+    return result
+
+
+def run(p: Prepared, build: Build, store: Store, mode: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+        cmdline_extra: str = "", initrd=None, log=None) -> RunOutcome:
+    """Boot once; every agent sample is committed to the store as its line arrives."""
+    if initrd is None:
+        initrd = agent_initramfs(agent_binary(p.toolchain.cc, p.profile.name))
+    argv = qemu.command(p.profile, build.image, initrd, mode, cmdline_extra)
+    run_id = store.start_run(p.variant_id, build.key, "qemu", mode, argv)
+    count = 0
+
+    def on_record(record):
+        nonlocal count
+        if record.type == "sample":
+            f = record.fields
+            store.add_sample(run_id, f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
+                             float(f["value"]))
+            count += 1
+        elif record.type == "na":
+            store.add_log("not-available", f"{record.fields.get('metric')}: "
+                          f"{record.fields.get('reason')}", run_id=run_id)
+
+    try:
+        result = qemu.boot(p.profile, build.image, initrd, mode, timeout_s, cmdline_extra,
+                           on_record=on_record)
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "interrupted", "interrupted by the user")
+        raise
+    for m in milestones(result.lines):
+        store.add_sample(run_id, f"boot.{m.name}.host", "s", 0, 1, m.host_s)
+        if m.printk_s is not None:
+            store.add_sample(run_id, f"boot.{m.name}.printk", "s", 0, 1, m.printk_s)
+    for line in result.lines:
+        fields = memory_line(line.text)
+        if fields:
+            for key, kib in fields.items():
+                store.add_sample(run_id, f"mem.kernel.{key}", "KiB", 0, 1, kib)
+            break
+    store.add_log("console", result.console_log, run_id=run_id)
+    if result.rejected:
+        store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
+    store.finish_run(run_id, result.status, result.reason)
+    return RunOutcome(run_id, result.status, result.reason, count)

@@ -1,0 +1,46 @@
+"""A minimal initramfs: the agent as /init, in the kernel's `newc` cpio format.
+
+Written directly (the format is a fixed ASCII header per entry) so that no root
+privileges, cpio binary or device nodes are needed, and the archive is byte-identical
+for the same agent: mtimes and inode numbers are fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from . import paths
+
+_TRAILER = "TRAILER!!!"
+
+
+def _entry(name: str, mode: int, data: bytes, ino: int) -> bytes:
+    fields = (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0)
+    header = "070701" + "".join(f"{v:08x}" for v in fields)
+    blob = header.encode() + name.encode() + b"\0"
+    blob += b"\0" * (-len(blob) % 4)
+    blob += data + b"\0" * (-len(data) % 4)
+    return blob
+
+
+def build_cpio(files: dict[str, tuple[int, bytes]]) -> bytes:
+    """files: archive path -> (mode including file type bits, content)."""
+    out = b""
+    for ino, (name, (mode, data)) in enumerate(sorted(files.items()), start=1):
+        out += _entry(name, mode, data, ino)
+    return out + _entry(_TRAILER, 0, b"", 0)
+
+
+def agent_initramfs(init_binary: Path) -> Path:
+    """The cpio with `init_binary` as /init, cached by its content."""
+    data = init_binary.read_bytes()
+    files = {"init": (0o100755, data), "dev": (0o040755, b""), "proc": (0o040755, b""),
+             "sys": (0o040755, b""), "tmp": (0o041777, b"")}
+    digest = hashlib.sha256(data).hexdigest()[:20]
+    target = paths.cache_dir("initramfs") / f"{digest}.cpio"
+    if not target.exists():
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(build_cpio(files))
+        tmp.replace(target)
+    return target

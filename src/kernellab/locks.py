@@ -1,0 +1,18 @@
+"""Directory locks, so two kernellab processes never share a build tree at once."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".kernellab.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

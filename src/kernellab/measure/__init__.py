@@ -1,0 +1,1 @@
+"""Reading what a guest says: agent records, boot milestones, the kernel's memory line."""

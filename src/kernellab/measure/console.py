@@ -1,0 +1,80 @@
+"""The kernel's console log: boot milestones, the "Memory:" line, panics.
+
+Each line arrives with the host time (seconds since QEMU started) at which it was read,
+and most carry the kernel's own printk time ("[    0.123456]"), so every milestone is
+known on both clocks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PRINTK_TIME = re.compile(r"^\[\s*(\d+\.\d+)\]\s?")
+
+# (name, what to look for), in the order a healthy boot reaches them.
+MILESTONES = (
+    ("first_output", None),
+    ("linux_version", re.compile(r"Linux version \d")),
+    ("freeing_unused", re.compile(r"Freeing unused kernel")),
+    ("init_start", re.compile(r"Run \S+ as init process")),
+    ("agent_ready", re.compile(r"kernellab-agent: ready")),
+)
+
+PANIC = re.compile(r"Kernel panic - not syncing")
+
+_MEMORY = re.compile(r"Memory: (\d+)K/(\d+)K available \((.*)\)")
+_MEMORY_FIELD = re.compile(r"(\d+)K ([a-z][a-z -]*)")
+
+
+@dataclass(frozen=True)
+class ConsoleLine:
+    host_s: float
+    text: str
+
+    @property
+    def printk_s(self) -> float | None:
+        m = PRINTK_TIME.match(self.text)
+        return float(m.group(1)) if m else None
+
+    @property
+    def message(self) -> str:
+        return PRINTK_TIME.sub("", self.text, count=1)
+
+
+@dataclass(frozen=True)
+class Milestone:
+    name: str
+    host_s: float
+    printk_s: float | None
+
+
+def milestones(lines: list[ConsoleLine]) -> list[Milestone]:
+    """The first line that matches each milestone."""
+    found: dict[str, Milestone] = {}
+    for line in lines:
+        for name, pattern in MILESTONES:
+            if name in found:
+                continue
+            if pattern is None or pattern.search(line.text):
+                printk = line.printk_s
+                if name == "first_output" and printk is None:
+                    # The decompressor speaks before printk exists; take printk's zero point.
+                    printk = next((l.printk_s for l in lines if l.printk_s is not None), None)
+                found[name] = Milestone(name, line.host_s, printk)
+    return [found[name] for name, _ in MILESTONES if name in found]
+
+
+def memory_line(text: str) -> dict[str, int] | None:
+    """Fields of "Memory: 239636K/261624K available (1412K kernel code, ...)" in KiB."""
+    m = _MEMORY.search(text)
+    if not m:
+        return None
+    fields = {"available": int(m.group(1)), "total": int(m.group(2))}
+    for amount, label in _MEMORY_FIELD.findall(m.group(3)):
+        fields[label.strip().replace(" ", "_").replace("-", "_")] = int(amount)
+    return fields
+
+
+def is_panic(text: str) -> bool:
+    return PANIC.search(text) is not None

@@ -1,0 +1,40 @@
+"""The terminal table (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from . import fmt_cell, fmt_delta, header_lines, shown_metrics, summary
+
+
+def table_text(report: dict, show_all: bool = False) -> str:
+    names = [v["name"] for v in report["variants"]]
+    table = Table(title=f"kernellab compare: {report['experiment']}", title_justify="left")
+    table.add_column("metric")
+    table.add_column("unit")
+    for n in names:
+        table.add_column(n, justify="right")
+    for n in names[1:]:
+        table.add_column(f"Δ {n}", justify="right")
+    group = None
+    for m in shown_metrics(report, show_all):
+        if m["group"] != group:
+            group = m["group"]
+            table.add_section()
+        deltas = []
+        for n in names[1:]:
+            d = m["delta_pct"].get(n)
+            worse = d is not None and abs(d) >= 1 and (d > 0) == (m["better"] == "lower")
+            style = "" if d is None or abs(d) < 1 else ("red" if worse else "green")
+            deltas.append(f"[{style}]{fmt_delta(d)}[/]" if style else fmt_delta(d))
+        table.add_row(m["label"], m["unit"], *[fmt_cell(m["values"].get(n), m["unit"]) for n in names], *deltas)
+    console = Console(record=True, width=160)
+    with console.capture() as capture:
+        for line in header_lines(report):
+            console.print(line, highlight=False, markup=False)
+        console.print(table)
+        text = summary(report)
+        if text:
+            console.print(text, highlight=False, markup=False)
+    return capture.get()

@@ -1,0 +1,1 @@
+"""Where a kernel runs: QEMU today; real hardware over ssh later."""
