@@ -1,0 +1,34 @@
+"""Shared fixtures: one lab-minimal build for every integration test.
+
+The kernel source tree, build tree, artifacts and ccache live in kernellab's normal cache
+(~/.cache/kernellab, or $KERNELLAB_CACHE), so the main job and the tests share them and a
+second test session builds nothing.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernellab.experiments import lab
+from kernellab.experiments.spec import parse_short
+from kernellab.store import Store
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory):
+    return Store(tmp_path_factory.mktemp("store") / "lab.sqlite")
+
+
+@pytest.fixture(scope="session")
+def minimal(store):
+    """Debian 6.1, x86_64, lab-minimal: prepared and built."""
+    prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"), store)
+    return prepared, lab.ensure_built(prepared, store)
+
+
+def kernellab(*args, store_path, timeout=900):
+    """Run the real command line, as a user would."""
+    return subprocess.run([sys.executable, "-m", "kernellab.cli", *args, "--store", str(store_path)],
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,121 @@
+"""Integration: a real Debian 6.1 lab-minimal kernel, built and booted under QEMU."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import kernellab
+from kernellab.experiments import lab
+from kernellab.initramfs import build_cpio
+from kernellab.measure.records import frame
+
+pytestmark = pytest.mark.integration
+
+RUNTIME = {"syscall.null", "syscall.read", "syscall.write", "syscall.open_close",
+           "ipc.pipe_rtt", "proc.fork_exit", "proc.fork_exec"}
+ORDER = ["first_output", "linux_version", "freeing_unused", "init_start", "agent_ready"]
+
+
+def samples(store, run_id):
+    out = {}
+    for row in store.run_samples(run_id):
+        out.setdefault(row["metric"], []).append(row["value"])
+    return out
+
+
+def test_icount_reruns_are_identical_and_milestones_ordered(minimal, store):
+    prepared, build = minimal
+    runs = [lab.run(prepared, build, store, "icount", timeout_s=300) for _ in range(2)]
+    assert [r.status for r in runs] == ["ok", "ok"], [r.reason for r in runs]
+    first, second = (samples(store, r.run_id) for r in runs)
+    assert RUNTIME <= set(first)
+    assert all(len(first[m]) == 5 and min(first[m]) > 0 for m in RUNTIME)
+    guest = {m: v for m, v in first.items() if not m.endswith(".host")}
+    assert guest == {m: v for m, v in second.items() if not m.endswith(".host")}
+    for clock in ("printk", "host"):
+        times = [first[f"boot.{name}.{clock}"][0] for name in ORDER]
+        assert times == sorted(times), (clock, times)
+    assert first["mem.kernel.total"][0] >= first["mem.kernel.available"][0] > 0
+    assert first["meminfo.MemTotal"][0] > 0
+
+
+def stub_initrd(tmp_path, hang: bool):
+    """An initramfs whose /init reports one sample and then hangs or exits."""
+    records = "\n".join([frame("seq=0 t=hello v=1 agent=stub"),
+                         frame("seq=1 t=sample metric=syscall.null unit=ns rep=0 iters=1 value=42.000")]) + "\n"
+    binary = tmp_path / "stub"
+    src = __file__.rsplit("/", 1)[0] + "/guest/stub_init.c"
+    flags = ["-DHANG"] if hang else []
+    subprocess.run(["gcc", "-static", "-O2", *flags, f"-DRECORDS={json.dumps(records)}", "-o", str(binary), src],
+                   check=True)
+    initrd = tmp_path / "stub.cpio"
+    initrd.write_bytes(build_cpio({"init": (0o100755, binary.read_bytes())}))
+    return initrd
+
+
+def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store, tmp_path):
+    prepared, build = minimal
+    outcome = lab.run(prepared, build, store, "wall", timeout_s=20, initrd=stub_initrd(tmp_path, hang=True))
+    assert outcome.status == "timeout"
+    assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
+    assert "Run /init as init process" in store.run_log(outcome.run_id)
+    row = next(r for r in store.runs() if r["id"] == outcome.run_id)
+    assert row["status"] == "timeout" and "killed" in row["reason"]
+
+
+def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
+    prepared, build = minimal
+    outcome = lab.run(prepared, build, store, "wall", timeout_s=120, initrd=stub_initrd(tmp_path, hang=False))
+    assert outcome.status == "panic"
+    assert "Attempted to kill init" in outcome.reason
+    assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
+    started, ended = store.db.execute("SELECT started, ended FROM runs WHERE id=?", (outcome.run_id,)).fetchone()
+    assert ended - started < 60  # detected from the console, not by the 120 s limit
+
+
+def test_option_with_unmet_dependencies_is_reported_dropped(tmp_path):
+    # PROVE_LOCKING depends on DEBUG_KERNEL, which lab-minimal leaves off; E1000 needs PCI and NET.
+    result = kernellab("resolve", "x=lab-minimal+CONFIG_PROVE_LOCKING=y+CONFIG_E1000=y",
+                       store_path=tmp_path / "s.sqlite")
+    assert result.returncode == 0, result.stderr
+    dropped = {d["option"]: d for d in json.loads(result.stdout)["dropped_options"]}
+    assert set(dropped) == {"CONFIG_PROVE_LOCKING", "CONFIG_E1000"}
+    assert dropped["CONFIG_PROVE_LOCKING"]["asked"] == "y" and dropped["CONFIG_PROVE_LOCKING"]["got"] == "n"
+
+
+def test_compare_json_report(minimal, tmp_path):
+    result = kernellab("compare", "lab-minimal", "--format", "json", "--timeout", "300",
+                       store_path=tmp_path / "s.sqlite")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["mode"] == "icount" and "not hardware" in report["mode_note"]
+    (variant,) = report["variants"]
+    assert variant["source"] == "debian:6.1" and variant["arch"] == "x86_64"
+    assert variant["config_hash"] == minimal[0].config.hash and variant["dropped_options"] == []
+    metrics = {m["name"]: m for m in report["metrics"]}
+    assert RUNTIME | {"build.wall", "size.image", "size.text", "boot.agent_ready.printk", "mem.kernel.kernel_code"} <= set(metrics)
+    null = metrics["syscall.null"]
+    assert null["better"] == "lower" and null["unit"] == "ns"
+    assert null["values"]["lab-minimal"]["n"] == 5 and len(null["values"]["lab-minimal"]["samples"]) == 5
+    assert "cached" in result.stderr  # the build was reused, not redone
+
+
+@pytest.mark.parametrize("args, message", [
+    (["resolve", "x=lab-minimal", "--source", "debian:5.10"], "unknown source 'debian:5.10'"),
+    (["resolve", "x=nosuchbase"], "unknown config base 'nosuchbase'"),
+    (["resolve", "x=lab-minimal+CONFIG_PROVE_LOCKIN=y"], "did you mean CONFIG_PROVE_LOCKING"),
+    (["resolve", "x=lab-minimal", "--arch", "vax"], "unknown arch 'vax'"),
+])
+def test_bad_input_is_one_line_without_traceback(tmp_path, args, message):
+    result = kernellab(*args, store_path=tmp_path / "s.sqlite")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernellab: error:") and message in lines[0], result.stderr
+
+
+def test_malformed_fragment_names_file_and_line(tmp_path):
+    frag = tmp_path / "bad.config"
+    frag.write_text("CONFIG_HZ_100=y\nHZ=1000\n")
+    result = kernellab("resolve", f"x=lab-minimal+{frag}", store_path=tmp_path / "s.sqlite")
+    assert result.returncode == 2 and f"{frag}:2:" in result.stderr and "Traceback" not in result.stderr
