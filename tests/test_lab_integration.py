@@ -75,13 +75,14 @@ def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
 
 
 def test_option_with_unmet_dependencies_is_reported_dropped(tmp_path):
-    # PROVE_LOCKING depends on DEBUG_KERNEL, which lab-minimal leaves off; E1000 needs PCI and NET.
-    result = kernellab("resolve", "x=lab-minimal+CONFIG_PROVE_LOCKING=y+CONFIG_E1000=y",
+    # EXT4_FS_SECURITY depends on EXT4_FS, USB_STORAGE on USB and SCSI: lab-minimal has none.
+    result = kernellab("resolve", "x=lab-minimal+CONFIG_EXT4_FS_SECURITY=y+CONFIG_USB_STORAGE=y+CONFIG_HZ_1000=y",
                        store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     dropped = {d["option"]: d for d in json.loads(result.stdout)["dropped_options"]}
-    assert set(dropped) == {"CONFIG_PROVE_LOCKING", "CONFIG_E1000"}
-    assert dropped["CONFIG_PROVE_LOCKING"]["asked"] == "y" and dropped["CONFIG_PROVE_LOCKING"]["got"] == "n"
+    assert set(dropped) == {"CONFIG_EXT4_FS_SECURITY", "CONFIG_USB_STORAGE"}
+    assert dropped["CONFIG_USB_STORAGE"]["asked"] == "y" and dropped["CONFIG_USB_STORAGE"]["got"] == "n"
+    assert dropped["CONFIG_EXT4_FS_SECURITY"]["origin"] == "variant 'x' option 1"
 
 
 def test_compare_json_report(minimal, tmp_path):

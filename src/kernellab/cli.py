@@ -24,11 +24,15 @@ def _store(args) -> Store:
     return Store(Path(args.store) if args.store else paths.default_store())
 
 
+def _variant(text: str, args):
+    return parse_short(text, args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH)
+
+
 def cmd_compare(args) -> int:
     if args.variants and args.experiment:
         raise LabError("give variants on the command line or --experiment FILE, not both")
     if args.variants:
-        exp = Experiment("command line", [parse_short(v, args.source, args.arch) for v in args.variants])
+        exp = Experiment("command line", [_variant(v, args) for v in args.variants])
     else:
         exp = load_experiment(args.experiment)
         for v in exp.variants:
@@ -51,7 +55,7 @@ def cmd_compare(args) -> int:
 
 def cmd_build(args) -> int:
     store = _store(args)
-    p = lab.prepare(parse_short(args.variant, args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH), store)
+    p = lab.prepare(_variant(args.variant, args), store)
     for d in p.config.dropped:
         _log(f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
     b = lab.ensure_built(p, store, log=_log)
@@ -61,7 +65,7 @@ def cmd_build(args) -> int:
 
 def cmd_resolve(args) -> int:
     store = _store(args)
-    p = lab.prepare(parse_short(args.variant, args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH), store)
+    p = lab.prepare(_variant(args.variant, args), store)
     if args.print_config:
         sys.stdout.write(p.config.text)
     else:

@@ -104,8 +104,8 @@ def summary(report: dict, threshold_pct: float = 5.0) -> str:
         return ""
     parts = []
     for other in names[1:]:
-        big = [(m, m["delta_pct"][other]) for m in report["metrics"]
-               if m["group"] != "other" and m["delta_pct"].get(other) is not None
+        big = [(m, m["delta_pct"][other]) for m in shown_metrics(report, show_all=False)
+               if m["delta_pct"].get(other) is not None
                and abs(m["delta_pct"][other]) >= threshold_pct and m["clock"] != "host"]
         if not big:
             parts.append(f"{other} is within {threshold_pct:.0f}% of {names[0]} on every metric.")

@@ -20,8 +20,9 @@ def table_text(report: dict, show_all: bool = False) -> str:
     group = None
     for m in shown_metrics(report, show_all):
         if m["group"] != group:
+            if group is not None:
+                table.add_section()
             group = m["group"]
-            table.add_section()
         deltas = []
         for n in names[1:]:
             d = m["delta_pct"].get(n)
