@@ -43,8 +43,14 @@ def raw_commands(prepared, workdir: Path) -> float:
     subprocess.run(make + ["olddefconfig"], check=True)
     subprocess.run(make + [f"-j{os.cpu_count()}", profile.build_target], check=True, stdout=subprocess.DEVNULL)
     initrd = agent_initramfs(agent_binary(profile.cc, profile.name))
-    argv = qemu.command(profile, workdir / profile.boot_image, initrd, "icount")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = qemu.scratch_disk(Path(tmp), lab.SCRATCH_MIB)
+        return _boot_raw(qemu.command(profile, workdir / profile.boot_image, initrd, "icount",
+                                      scratch=scratch), start)
+
+
+def _boot_raw(argv: list[str], start: float) -> float:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, errors="replace")
     for line in proc.stdout:
         if "t=end" in line:
             break
@@ -66,7 +72,7 @@ def kernellab_run(cache: Path) -> float:
 def spread(store, prepared, build, mode: str, reruns: int = 3) -> dict[str, float]:
     medians: dict[str, list[float]] = {m: [] for m in METRICS}
     for _ in range(reruns):
-        outcome = lab.run(prepared, build, store, mode)
+        outcome = lab.run(prepared, build, store, lab.RunOptions(mode))
         rows = store.run_samples(outcome.run_id)
         for m in METRICS:
             values = [r["value"] for r in rows if r["metric"] == m]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
+import socket
 import subprocess
 import zlib
 
@@ -13,18 +15,52 @@ import pytest
 from kernellab.agent.compile import agent_binary
 from kernellab.errors import LabError
 
-METRICS = (
-    "syscall.null",
-    "syscall.read",
-    "syscall.write",
-    "syscall.open_close",
-    "ipc.pipe_rtt",
-    "proc.fork_exit",
-    "proc.fork_exec",
-)
+BLOCK = ("blk.seq_write_direct", "blk.seq_read_direct", "blk.seq_write_cached", "blk.seq_read_cached")
+# Every metric the agent runs, with its unit, in the agent's order.
+METRICS = {
+    **dict.fromkeys(
+        ("syscall.null", "syscall.read", "syscall.write", "syscall.open_close", "syscall.stat",
+         "syscall.fstat", "signal.install", "signal.catch", "ipc.pipe_rtt", "ipc.unix_rtt",
+         "ipc.tcp_rtt", "ipc.udp_rtt", "ipc.tcp_connect", "proc.fork_exit", "proc.fork_exec"),
+        "ns"),
+    **{f"ctx.ring{n}_{ws}": "ns" for ws in ("0k", "16k") for n in (2, 4, 8, 16)},
+    **dict.fromkeys(("bw.pipe", "bw.unix", "bw.tcp"), "MB/s"),
+    **dict.fromkeys(("fs.create_0k", "fs.delete_0k", "fs.create_10k", "fs.delete_10k"), "ns"),
+    **dict.fromkeys(("mm.mmap_1m", "mm.page_fault", "fs.select_10", "fs.select_100"), "ns"),
+    **dict.fromkeys(("bw.mem_read", "bw.mem_write", "bw.mem_copy"), "MB/s"),
+    **dict.fromkeys(("crypto.aes256cbc_kernel", "crypto.aes256cbc_user"), "MB/s"),
+    **dict.fromkeys(("irq.idle_timer", "irq.idle_total"), "irq/s"),
+    "mem.alloc_max": "MiB",
+    **dict.fromkeys(BLOCK, "MB/s"),
+}
+# These take at most 3 samples whatever --repeats says.
+SLOW = {"irq.idle_timer", "irq.idle_total", "mem.alloc_max", *BLOCK}
+# Interrupt counts may be zero in a short idle window; everything else is a cost or a rate.
+MAY_BE_ZERO = {"irq.idle_timer", "irq.idle_total"}
+SMALL = ("--repeats", "3", "--target-us", "200", "--idle-ms", "50")
+ALLOC_CAP_MB = 16
+EINVAL = 22
 RECORD = re.compile(r"@KL (?P<payload>[^#]*) #(?P<crc>[0-9a-f]{8})")
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def kernel_has_af_alg_aes() -> bool:
+    try:
+        with socket.socket(socket.AF_ALG, socket.SOCK_SEQPACKET, 0) as alg:
+            alg.bind(("skcipher", "cbc(aes)"))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+def expected_na(metric: str) -> str | None:
+    """The reason a metric may give instead of samples on this host, as a regex."""
+    if metric in BLOCK:
+        return "no_scratch_disk"
+    if metric == "crypto.aes256cbc_kernel" and not kernel_has_af_alg_aes():
+        return r"(socket|bind)_failed_errno_\d+"
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +70,13 @@ def agent(tmp_path_factory):
         yield agent_binary()
 
 
-def run_agent(agent, *args: str) -> list[dict[str, str]]:
-    result = subprocess.run([str(agent), *args], capture_output=True, text=True, timeout=30, check=True)
-    lines = result.stdout.splitlines()
+def run_agent(agent, *args: str, env: dict[str, str] | None = None) -> list[dict[str, str]]:
+    # The caller's KL_* variables would change what runs.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KL_")} | (env or {})
+    result = subprocess.run([str(agent), *args], capture_output=True, text=True, timeout=30,
+                            check=True, env=clean)
     records = []
-    for line in lines:
+    for line in result.stdout.splitlines():
         match = RECORD.fullmatch(line)
         assert match, f"malformed record line: {line!r}"
         payload = match["payload"]
@@ -52,11 +90,19 @@ def run_agent(agent, *args: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def full_run(agent):
-    return run_agent(agent, "--repeats", "3", "--target-us", "200")
+    return run_agent(agent, *SMALL, env={"KL_ALLOC_CAP_MB": str(ALLOC_CAP_MB)})
 
 
 def samples(records, metric: str) -> list[dict[str, str]]:
     return [r for r in records if r["t"] == "sample" and r["metric"] == metric]
+
+
+def nas(records, metric: str) -> list[dict[str, str]]:
+    return [r for r in records if r["t"] == "na" and r["metric"] == metric]
+
+
+def meta(records) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in records if r["t"] == "meta"}
 
 
 def test_framing(full_run):
@@ -65,19 +111,81 @@ def test_framing(full_run):
     assert hello["t"] == "hello"
     assert hello["mode"] == "local"
     assert hello["repeats"] == "3" and hello["target_us"] == "200"
+    assert hello["idle_ms"] == "50" and hello["block_dev"] == "none"
     assert end == {"seq": str(len(full_run) - 1), "t": "end", "records": str(len(full_run) - 1)}
     assert all(r["t"] not in ("hello", "end") for r in full_run[1:-1])
 
 
-def test_every_metric_has_its_samples(full_run):
-    assert not [r for r in full_run if r["t"] == "na"]
-    for metric in METRICS:
-        got = samples(full_run, metric)
+def test_every_metric_has_its_samples_or_an_expected_na(full_run):
+    reported = [r["metric"] for r in full_run if r["t"] in ("sample", "na")]
+    assert [m for m in dict.fromkeys(reported) if not m.startswith("meminfo.")] == list(METRICS)
+    for metric, unit in METRICS.items():
+        got, na = samples(full_run, metric), nas(full_run, metric)
+        if expected_na(metric):
+            assert not got and len(na) == 1, metric
+            assert re.fullmatch(expected_na(metric), na[0]["reason"]), na
+            continue
+        assert not na, na
         assert [r["rep"] for r in got] == ["0", "1", "2"], metric
         for r in got:
             value = float(r["value"])
-            assert r["unit"] == "ns" and int(r["iters"]) >= 1
-            assert math.isfinite(value) and value > 0, r
+            assert r["unit"] == unit and int(r["iters"]) >= 1, r
+            assert math.isfinite(value), r
+            assert value >= 0 if metric in MAY_BE_ZERO else value > 0, r
+
+
+def test_meta_records(full_run):
+    facts = meta(full_run)
+    assert int(facts["clock_overhead_ns"]) >= 0
+    assert float(facts["loop_overhead_ns"]) >= 0
+    # Every x86 kernel has the local APIC timer line.
+    if os.uname().machine == "x86_64":
+        assert "LOC" in facts["irq_timer_lines"].split(",")
+
+
+def test_user_aes_passes_its_selftest_and_kernel_aes_agrees(full_run):
+    assert not nas(full_run, "crypto.aes256cbc_user")
+    if kernel_has_af_alg_aes():
+        assert len(samples(full_run, "crypto.aes256cbc_kernel")) == 3
+        assert not nas(full_run, "crypto.aes256cbc_kernel")
+
+
+def test_alloc_max_stops_at_the_cap(full_run):
+    assert [float(r["value"]) for r in samples(full_run, "mem.alloc_max")] == [ALLOC_CAP_MB] * 3
+
+
+def test_slow_metrics_take_at_most_three_samples(agent):
+    records = run_agent(agent, "--repeats", "5", "--target-us", "200", "--idle-ms", "20",
+                        "--only", "syscall.null,irq.idle_total,mem.alloc_max",
+                        env={"KL_ALLOC_CAP_MB": "4"})
+    assert len(samples(records, "syscall.null")) == 5
+    assert len(samples(records, "irq.idle_total")) == 3
+    assert len(samples(records, "mem.alloc_max")) == 3
+
+
+def test_block_metrics_on_a_scratch_file(agent, tmp_path):
+    disk = tmp_path / "disk"
+    disk.write_bytes(bytes(16 << 20))
+    records = run_agent(agent, *SMALL, "--only", ",".join(BLOCK), "--block-dev", str(disk),
+                        env={"KL_BLOCK_MB": "16"})
+    for metric in BLOCK:
+        got, na = samples(records, metric), nas(records, metric)
+        if "direct" in metric and na:
+            # O_DIRECT is not supported by every file system (tmpfs before Linux 6.6).
+            assert na[0]["reason"] == f"open_failed_errno_{EINVAL}", na
+            continue
+        assert not na, na
+        assert len(got) == 3 and all(r["unit"] == "MB/s" and float(r["value"]) > 0 for r in got), got
+    assert 0 not in disk.read_bytes(), "the writes never reached the scratch file"
+
+
+def test_block_metrics_refuse_a_disk_smaller_than_the_region(agent, tmp_path):
+    disk = tmp_path / "disk"
+    disk.write_bytes(bytes(1 << 20))
+    records = run_agent(agent, *SMALL, "--only", "blk.seq_write_cached", "--block-dev", str(disk),
+                        env={"KL_BLOCK_MB": "2"})
+    assert [r["reason"] for r in nas(records, "blk.seq_write_cached")] == ["scratch_disk_smaller_than_block_mb"]
+    assert disk.read_bytes() == bytes(1 << 20)
 
 
 def test_meminfo(full_run):
@@ -91,6 +199,11 @@ def test_only_runs_the_chosen_metric(agent):
     assert {r["metric"] for r in records if r["t"] == "sample"} == {"syscall.null"}
     assert len(samples(records, "syscall.null")) == 2
     assert records[-1]["records"] == str(len(records) - 1)
+
+
+def test_unknown_metric_is_reported(agent):
+    records = run_agent(agent, "--only", "syscall.nul")
+    assert nas(records, "syscall.nul") == [{"seq": "1", "t": "na", "metric": "syscall.nul", "reason": "unknown_metric"}]
 
 
 def test_recompile_is_a_cache_hit(agent, monkeypatch):

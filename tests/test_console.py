@@ -48,3 +48,15 @@ def test_other_lines_are_not_memory_lines():
 def test_panic_detection():
     assert is_panic("[    1.2] Kernel panic - not syncing: No working init found.")
     assert not is_panic("[    1.2] panic=-1 on command line")
+
+
+def test_initcall_debug_lines():
+    from kernellab.measure.console import initcalls
+    text = """\
+[    0.101] calling  pci_subsys_init+0x0/0x6d @ 1
+[    0.102] initcall pci_subsys_init+0x0/0x6d returned 0 after 1171 usecs
+[    0.103] initcall virtio_blk_init+0x0/0x80 [virtio_blk] returned -19 after 12 usecs
+[    0.104] initcall init_per_zone_wmark_min returned 0 after 3 usecs
+[    0.104] initcall garbage returned 0 after usecs
+"""
+    assert initcalls(lines(text)) == {"pci_subsys_init": 1171, "virtio_blk_init": 12, "init_per_zone_wmark_min": 3}

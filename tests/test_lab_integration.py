@@ -26,7 +26,7 @@ def samples(store, run_id):
 
 def test_icount_reruns_are_identical_and_milestones_ordered(minimal, store):
     prepared, build = minimal
-    runs = [lab.run(prepared, build, store, "icount", timeout_s=300) for _ in range(2)]
+    runs = [lab.run(prepared, build, store, lab.RunOptions("icount", timeout_s=300)) for _ in range(2)]
     assert [r.status for r in runs] == ["ok", "ok"], [r.reason for r in runs]
     first, second = (samples(store, r.run_id) for r in runs)
     assert RUNTIME <= set(first)
@@ -56,7 +56,7 @@ def stub_initrd(tmp_path, hang: bool):
 
 def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, "wall", timeout_s=20, initrd=stub_initrd(tmp_path, hang=True))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20), initrd=stub_initrd(tmp_path, hang=True))
     assert outcome.status == "timeout"
     assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
     assert "Run /init as init process" in store.run_log(outcome.run_id)
@@ -66,7 +66,7 @@ def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store,
 
 def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, "wall", timeout_s=120, initrd=stub_initrd(tmp_path, hang=False))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120), initrd=stub_initrd(tmp_path, hang=False))
     assert outcome.status == "panic"
     assert "Attempted to kill init" in outcome.reason
     assert samples(store, outcome.run_id)["syscall.null"] == [42.0]

@@ -39,7 +39,8 @@ def cmd_compare(args) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     store = _store(args)
-    report, failures = compare.run_experiment(exp, store, args.mode, args.runs, args.timeout, log=_log)
+    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls)
+    report, failures = compare.run_experiment(exp, store, how, log=_log)
     text = render(report, args.format, args.all)
     if args.output:
         Path(args.output).write_text(text)
@@ -130,7 +131,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--experiment", "-e", type=Path, help="TOML experiment file")
     variant_opts(c)
     c.add_argument("--mode", choices=("icount", "wall"), default=None, help="timing mode (default icount)")
-    c.add_argument("--runs", type=int, default=None, help="boots per variant (default 1 in icount, 5 in wall)")
+    c.add_argument("--runs", type=int, default=None,
+                   help="boots per variant (default: 1 in icount; in wall, at least 5 and more while a median is looser than +-3%%)")
+    c.add_argument("--max-runs", type=int, default=None, help="cap on boots per variant in wall mode (default 12)")
+    c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
     c.add_argument("--timeout", type=float, default=lab.DEFAULT_TIMEOUT_S, help="seconds before a guest counts as hung")
     c.add_argument("--format", choices=FORMATS, default="table")
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")

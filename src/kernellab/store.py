@@ -115,6 +115,10 @@ class Store:
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
 
+    def run_logs(self, run_id, kind: str) -> list[str]:
+        return [row["text"] for row in self.db.execute(
+            "SELECT text FROM logs WHERE run_id=? AND kind=? ORDER BY id", (run_id, kind))]
+
     def run_log(self, run_id, kind="console") -> str | None:
         row = self.db.execute("SELECT text FROM logs WHERE run_id=? AND kind=?",
                               (run_id, kind)).fetchone()

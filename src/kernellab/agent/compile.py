@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 from .. import paths
@@ -13,6 +14,7 @@ from ..errors import LabError
 from ..proc import require_tool, run_checked
 
 SOURCE = Path(__file__).with_name("agent.c")
+CROSS = Path(__file__).with_name("cross.toml")
 # Static, because the initramfs holds the agent and nothing else.
 FLAGS = ("-static", "-O2", "-Wall", "-Wextra")
 
@@ -53,3 +55,8 @@ def _first_error(stderr: str) -> str:
         if "error:" in line or "cannot find" in line:
             return line.strip()
     return lines[-1].strip() if lines else "no diagnostics"
+
+
+def cross_targets() -> dict[str, dict]:
+    """arch -> {cc, packages, elf, qemu_user}: how the agent is built for each arch."""
+    return tomllib.loads(CROSS.read_text())

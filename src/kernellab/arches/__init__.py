@@ -15,6 +15,7 @@ class QemuProfile:
     package: str
     args: tuple[str, ...]
     console: str
+    disk_args: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -45,5 +46,5 @@ def load(name: str) -> ArchProfile:
         raise LabError(f"unknown arch {name!r}: use one of {', '.join(available())}")
     data = tomllib.loads(path.read_text())
     qemu = data.pop("qemu")
-    return ArchProfile(**data, qemu=QemuProfile(qemu["binary"], qemu["package"],
-                                                tuple(qemu["args"]), qemu["console"]))
+    return ArchProfile(**data, qemu=QemuProfile(qemu["binary"], qemu["package"], tuple(qemu["args"]),
+                                                qemu["console"], tuple(qemu.get("disk_args", ()))))

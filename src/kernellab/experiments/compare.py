@@ -9,15 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import machine
+from ..config.dotconfig import parse_config
 from ..errors import LabError
-from ..measure.catalog import catalog, describe
-from ..stats import delta_pct, summarize
+from ..measure.catalog import describe, sort_key
+from ..stats import DETERMINISTIC_REASON, compare_all, imprecise_metrics, summarize
 from ..store import Store
 from ..targets.qemu import MODES
 from . import lab
 from .spec import Experiment
 
 DEFAULT_RUNS = {"icount": 1, "wall": 5}
+DEFAULT_MAX_RUNS = {"icount": 1, "wall": 12}
+ALPHA = 0.05
 MODE_NOTES = {
     "icount": "QEMU TCG with -icount shift=0,sleep=off: guest time counts instructions "
               "(1 ns = 1 instruction), reruns are identical; an emulated figure, not hardware",
@@ -32,15 +35,31 @@ class VariantRecord:
     runs: list[lab.RunOutcome] = field(default_factory=list)
 
 
-def run_experiment(exp: Experiment, store: Store, mode: str | None = None,
-                   runs: int | None = None, timeout_s: float = lab.DEFAULT_TIMEOUT_S,
-                   log=print) -> tuple[dict, list[str]]:
-    """Returns (report, failures). Builds everything first, so a build error stops the
-    experiment before any guest time is spent."""
+@dataclass(frozen=True)
+class Plan:
+    mode: str
+    min_runs: int
+    max_runs: int
+    options: lab.RunOptions
+
+
+def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
+         timeout_s: float, initcalls: bool = False) -> Plan:
     mode = mode or exp.mode
     if mode not in MODES:
         raise LabError(f"unknown timing mode {mode!r}: use one of {', '.join(MODES)}")
-    runs = runs or exp.runs or DEFAULT_RUNS[mode]
+    min_runs = runs or exp.runs or DEFAULT_RUNS[mode]
+    cap = max(min_runs, max_runs or (DEFAULT_MAX_RUNS[mode] if runs is None else min_runs))
+    if min_runs < 1:
+        raise LabError(f"--runs must be at least 1, got {min_runs}")
+    return Plan(mode, min_runs, cap, lab.RunOptions(mode=mode, timeout_s=timeout_s, initcalls=initcalls))
+
+
+def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple[dict, list[str]]:
+    """Returns (report, failures). Builds everything first, so a build error stops the
+    experiment before any guest time is spent. Runs interleave the variants (A B A B ...)
+    so that a drift of the host affects them alike. In wall mode, runs continue past
+    the minimum while some metric's median is known only to worse than +-3% (see stats)."""
     names = [v.name for v in exp.variants]
     if len(set(names)) != len(names):
         raise LabError(f"variant names must be unique, got {', '.join(names)}")
@@ -51,57 +70,106 @@ def run_experiment(exp: Experiment, store: Store, mode: str | None = None,
             log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
         records.append(VariantRecord(prepared))
     for r in records:
-        r.build = lab.ensure_built(r.prepared, store, log=lambda m, n=r.prepared.spec.name: log(f"{n}: {m}"))
-        how = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
-        log(f"{r.prepared.spec.name}: {how} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
+        name = r.prepared.spec.name
+        r.build = lab.ensure_built(r.prepared, store, log=lambda m, n=name: log(f"{n}: {m}"))
+        how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
+        log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
     failures = []
-    for i in range(runs):
+    for i in range(how.max_runs):
         for r in records:
-            outcome = lab.run(r.prepared, r.build, store, mode, timeout_s)
+            outcome = lab.run(r.prepared, r.build, store, how.options)
             r.runs.append(outcome)
-            log(f"{r.prepared.spec.name}: run {i + 1}/{runs} ({mode}) {outcome.status}, "
+            log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
                 f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
             if outcome.status != "ok":
                 failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
                                 f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
-    return report(exp, records, store, mode, runs), failures
+        if i + 1 >= how.min_runs:
+            loose = _imprecise(records, store, how.mode)
+            if not loose:
+                break
+            if i + 1 < how.max_runs:
+                log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
+    return report(exp, records, store, how.mode), failures
 
 
-def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: str, runs: int) -> dict:
-    per_variant = {r.prepared.spec.name: _samples(r, store) for r in records}
+def _imprecise(records, store, mode) -> list[str]:
+    if mode == "icount":
+        return []  # reruns are identical: another one adds nothing
+    by_metric: dict[str, dict[str, list[float]]] = {}
+    for r in records:
+        for metric, (unit, values) in _samples(r, store).items():
+            info = describe(metric, unit)
+            if info.clock == "guest" and info.valid_in(mode) and not metric.startswith("boot."):
+                by_metric.setdefault(metric, {})[r.prepared.spec.name] = values
+    return imprecise_metrics(by_metric)
+
+
+def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: str) -> dict:
     names = [r.prepared.spec.name for r in records]
-    units = {}
-    for samples in per_variant.values():
-        for metric, (unit, _values) in samples.items():
+    samples = {r.prepared.spec.name: _samples(r, store) for r in records}
+    missing = {r.prepared.spec.name: _not_available(r, store) for r in records}
+    units: dict[str, str] = {}
+    for per_metric in samples.values():
+        for metric, (unit, _values) in per_metric.items():
             units.setdefault(metric, unit)
-    order = [m for m in catalog() if m in units] + sorted(m for m in units if m not in catalog())
+    for per_metric in missing.values():
+        for metric in per_metric:
+            units.setdefault(metric, describe(metric, "").unit)
+    order = sorted(units, key=lambda m: sort_key(m, units[m]))
     metrics = []
     for name in order:
         info = describe(name, units[name])
         values = {}
         for variant in names:
-            got = per_variant[variant].get(name)
+            got = samples[variant].get(name)
             if got:
                 s = summarize(got[1])
                 values[variant] = {"median": s.median, "n": s.n, "samples": got[1], "q1": s.q1,
                                    "q3": s.q3, "min": s.low, "max": s.high}
-        ref = values.get(names[0])
-        deltas = {v: (delta_pct(values[v]["median"], ref["median"]) if ref else None)
-                  for v in names[1:] if v in values}
+            elif name in missing[variant]:
+                values[variant] = {"not_available": missing[variant][name]}
         metrics.append({"name": name, "label": info.label, "unit": info.unit, "better": info.better,
-                        "group": info.group, "clock": info.clock, "values": values,
-                        "delta_pct": deltas})
+                        "group": info.group, "clock": info.clock, "valid_in_mode": info.valid_in(mode),
+                        "values": values, "delta_pct": {}, "comparison": {}})
+    _compare(metrics, names, mode)
     first = records[0].prepared
     return {
         "experiment": exp.name,
         "description": exp.description,
         "mode": mode,
         "mode_note": MODE_NOTES[mode],
-        "runs_per_variant": runs,
+        "runs_per_variant": {r.prepared.spec.name: len(r.runs) for r in records},
+        "statistics": _statistics_note(mode),
         "machine": machine.describe(first.profile.qemu.binary),
         "variants": [_variant_json(r) for r in records],
         "metrics": metrics,
     }
+
+
+def _compare(metrics: list[dict], names: list[str], mode: str) -> None:
+    """Fill each metric's delta_pct and comparison against the first variant. The
+    correction for many metrics runs over the family of metrics valid in this mode."""
+    ref = names[0]
+    for other in names[1:]:
+        pairs = {}
+        for m in metrics:
+            a, b = m["values"].get(ref, {}), m["values"].get(other, {})
+            if "samples" in a and "samples" in b and m["valid_in_mode"]:
+                pairs[m["name"]] = (a["samples"], b["samples"], m["better"])
+        results = compare_all(pairs, alpha=ALPHA, deterministic=(mode == "icount"))
+        for m in metrics:
+            c = results.get(m["name"])
+            if c is not None:
+                m["delta_pct"][other] = c.delta_pct
+                m["comparison"][other] = c.to_dict()
+
+
+def _statistics_note(mode: str) -> str:
+    if mode == "icount":
+        return DETERMINISTIC_REASON
+    return (f"median of all samples; Δ with its 95% bootstrap interval; * marks a change "
+            f"significant by a two-sided Mann-Whitney U test, Holm-adjusted p < {ALPHA}")
 
 
 def _variant_json(r: VariantRecord) -> dict:
@@ -127,4 +195,16 @@ def _samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[float]
     for outcome in r.runs:
         for row in store.run_samples(outcome.run_id):
             out.setdefault(row["metric"], (row["unit"], []))[1].append(row["value"])
+    return out
+
+
+def _not_available(r: VariantRecord, store: Store) -> dict[str, str]:
+    """metric -> why the agent could not measure it, naming the options the variant lacks."""
+    config = parse_config(r.prepared.config.text, "resolved .config")
+    out = {}
+    for outcome in r.runs:
+        for text in store.run_logs(outcome.run_id, "not-available"):
+            metric, _, reason = text.partition(": ")
+            lacking = [o for o in describe(metric, "").needs if config.get(o, "n") not in ("y", "m")]
+            out[metric] = f"needs {', '.join(lacking)}" if lacking else reason
     return out

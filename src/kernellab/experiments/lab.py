@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import arches, build as builder, sources, toolchain as toolchains
 from ..agent.compile import agent_binary
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..initramfs import agent_initramfs
-from ..measure.console import memory_line, milestones
+from ..measure.console import initcalls, memory_line, milestones
 from ..sources import Source
 from ..store import Store
 from ..targets import qemu
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
+SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
 
 
 @dataclass
@@ -53,44 +56,71 @@ def ensure_built(p: Prepared, store: Store, log=None) -> Build:
     return result
 
 
-def run(p: Prepared, build: Build, store: Store, mode: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-        cmdline_extra: str = "", initrd=None, log=None) -> RunOutcome:
+@dataclass(frozen=True)
+class RunOptions:
+    mode: str = "icount"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    initcalls: bool = False        # boot with initcall_debug and record every initcall's time
+    repeats: int | None = None     # the agent's repeats per metric (None: its default)
+    cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
+    scratch_mib: int = SCRATCH_MIB
+
+    def cmdline(self) -> str:
+        words = [self.cmdline_extra]
+        if self.initcalls:
+            # initcall_debug reports at KERN_DEBUG: raise the console level to show it.
+            words.append("initcall_debug loglevel=8")
+        if self.repeats:
+            words.append(f"KL_REPEATS={self.repeats}")
+        return " ".join(w for w in words if w)
+
+
+def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
+        initrd=None) -> RunOutcome:
     """Boot once; every agent sample is committed to the store as its line arrives."""
     if initrd is None:
         initrd = agent_initramfs(agent_binary(p.toolchain.cc, p.profile.name))
-    argv = qemu.command(p.profile, build.image, initrd, mode, cmdline_extra)
-    run_id = store.start_run(p.variant_id, build.key, "qemu", mode, argv)
-    count = 0
+    with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
+        scratch = qemu.scratch_disk(Path(tmp), options.scratch_mib) if options.scratch_mib else None
+        argv = qemu.command(p.profile, build.image, initrd, options.mode, options.cmdline(), scratch)
+        run_id = store.start_run(p.variant_id, build.key, "qemu", options.mode, argv)
+        count = 0
 
-    def on_record(record):
-        nonlocal count
-        if record.type == "sample":
+        def on_record(record):
+            nonlocal count
             f = record.fields
-            store.add_sample(run_id, f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
-                             float(f["value"]))
-            count += 1
-        elif record.type == "na":
-            store.add_log("not-available", f"{record.fields.get('metric')}: "
-                          f"{record.fields.get('reason')}", run_id=run_id)
+            if record.type == "sample":
+                store.add_sample(run_id, f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
+                                 float(f["value"]))
+                count += 1
+            elif record.type == "na":
+                store.add_log("not-available", f"{f.get('metric')}: {f.get('reason')}", run_id=run_id)
 
-    try:
-        result = qemu.boot(p.profile, build.image, initrd, mode, timeout_s, cmdline_extra,
-                           on_record=on_record)
-    except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted", "interrupted by the user")
-        raise
-    for m in milestones(result.lines):
-        store.add_sample(run_id, f"boot.{m.name}.host", "s", 0, 1, m.host_s)
-        if m.printk_s is not None:
-            store.add_sample(run_id, f"boot.{m.name}.printk", "s", 0, 1, m.printk_s)
-    for line in result.lines:
-        fields = memory_line(line.text)
-        if fields:
-            for key, kib in fields.items():
-                store.add_sample(run_id, f"mem.kernel.{key}", "KiB", 0, 1, kib)
-            break
+        try:
+            result = qemu.boot(p.profile, build.image, initrd, options.mode, options.timeout_s,
+                               options.cmdline(), on_record=on_record, scratch=scratch)
+        except KeyboardInterrupt:
+            store.finish_run(run_id, "interrupted", "interrupted by the user")
+            raise
+    _store_console_metrics(store, run_id, result.lines)
     store.add_log("console", result.console_log, run_id=run_id)
     if result.rejected:
         store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
     store.finish_run(run_id, result.status, result.reason)
     return RunOutcome(run_id, result.status, result.reason, count)
+
+
+def _store_console_metrics(store: Store, run_id: int, lines) -> None:
+    """Boot milestones, the "Memory:" line and initcall times, read off the console."""
+    for m in milestones(lines):
+        store.add_sample(run_id, f"boot.{m.name}.host", "s", 0, 1, m.host_s)
+        if m.printk_s is not None:
+            store.add_sample(run_id, f"boot.{m.name}.printk", "s", 0, 1, m.printk_s)
+    for line in lines:
+        fields = memory_line(line.text)
+        if fields:
+            for key, kib in fields.items():
+                store.add_sample(run_id, f"mem.kernel.{key}", "KiB", 0, 1, kib)
+            break
+    for function, usecs in initcalls(lines).items():
+        store.add_sample(run_id, f"boot.initcall.{function}", "us", 0, 1, usecs)

@@ -23,6 +23,9 @@ MILESTONES = (
 
 PANIC = re.compile(r"Kernel panic - not syncing")
 
+# "initcall pci_subsys_init+0x0/0x6d returned 0 after 1171 usecs" (initcall_debug)
+_INITCALL = re.compile(r"initcall (\S+?)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)?(?: \[[\w-]+\])? "
+                       r"returned (-?\d+) after (\d+) usecs")
 _MEMORY = re.compile(r"Memory: (\d+)K/(\d+)K available \((.*)\)")
 _MEMORY_FIELD = re.compile(r"(\d+)K ([a-z][a-z -]*)")
 
@@ -78,3 +81,13 @@ def memory_line(text: str) -> dict[str, int] | None:
 
 def is_panic(text: str) -> bool:
     return PANIC.search(text) is not None
+
+
+def initcalls(lines: list[ConsoleLine]) -> dict[str, int]:
+    """Function -> microseconds, from a boot with `initcall_debug` (printk's own clock)."""
+    found: dict[str, int] = {}
+    for line in lines:
+        m = _INITCALL.search(line.text)
+        if m:
+            found[m.group(1)] = found.get(m.group(1), 0) + int(m.group(3))
+    return found

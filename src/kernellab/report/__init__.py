@@ -7,10 +7,11 @@ import io
 import json
 
 FORMATS = ("table", "markdown", "json", "csv")
+TOP_INITCALLS = 10
 
 
 def fmt_value(value: float, unit: str) -> str:
-    if unit == "KiB":
+    if unit in ("KiB", "us"):
         return f"{value:,.0f}"
     if unit == "s":
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
@@ -22,6 +23,8 @@ def fmt_value(value: float, unit: str) -> str:
 def fmt_cell(v: dict | None, unit: str) -> str:
     if v is None:
         return "-"
+    if "not_available" in v:
+        return f"n/a: {v['not_available']}"
     text = fmt_value(v["median"], unit)
     if v["n"] > 1:
         spread = 50.0 * (v["q3"] - v["q1"]) / abs(v["median"]) if v["median"] else 0.0
@@ -29,16 +32,25 @@ def fmt_cell(v: dict | None, unit: str) -> str:
     return text
 
 
-def fmt_delta(delta: float | None) -> str:
-    return "-" if delta is None else f"{delta:+.1f}%"
+def fmt_delta(metric: dict, variant: str) -> str:
+    d = metric["delta_pct"].get(variant)
+    if d is None:
+        return "-"
+    c = metric["comparison"].get(variant, {})
+    text = f"{d:+.1f}%"
+    if c.get("ci_low_pct") is not None:
+        text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"
+    if c.get("significant"):
+        text += "*"
+    return text
 
 
 def header_lines(report: dict) -> list[str]:
     m = report["machine"]
-    runs = report["runs_per_variant"]
+    runs = ", ".join(f"{name} {n}" for name, n in report["runs_per_variant"].items())
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
              f"mode: {report['mode']} ({report['mode_note']})",
-             f"runs per variant: {runs}" + (" (icount reruns are identical)" if report["mode"] == "icount" else ""),
+             f"runs: {runs}; statistics: {report['statistics']}",
              f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}, {m['qemu']}"]
     for v in report["variants"]:
         b = v["build"]
@@ -48,17 +60,34 @@ def header_lines(report: dict) -> list[str]:
                      + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
         for d in v["dropped_options"]:
             lines.append(f"  dropped by olddefconfig: asked {d['option']}={d['asked']}, got {d['got']}")
-        failed = [r for r in v["runs"] if r["status"] != "ok"]
-        for r in failed:
-            lines.append(f"  run {r['id']} {r['status']}: {r['reason']}")
+        for r in v["runs"]:
+            if r["status"] != "ok":
+                lines.append(f"  run {r['id']} {r['status']}: {r['reason']}")
     lines.append("cells: median; with n > 1, ± is half the interquartile range as % of the median. "
                  "host-time rows are real seconds even in icount mode.")
     return lines
 
 
+def footer_lines(report: dict) -> list[str]:
+    hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
+    if not hidden:
+        return []
+    return [f"not shown, meaningless in {report['mode']} mode (measured, kept in JSON/CSV): {', '.join(hidden)}"]
+
+
 def shown_metrics(report: dict, show_all: bool) -> list[dict]:
-    return [m for m in report["metrics"] if show_all or m["group"] != "other" and
-            not (m["name"].startswith("meminfo.") and m["label"] == m["name"])]
+    """The rows of a table: every metric valid in the mode; uncatalogued meminfo fields and
+    all but the slowest initcalls only with show_all."""
+    if show_all:
+        return report["metrics"]
+    first = report["variants"][0]["name"]
+    initcalls = [m for m in report["metrics"] if m["group"] == "initcalls"]
+    slowest = {m["name"] for m in sorted(initcalls, key=lambda m: -m["values"].get(first, {}).get("median", 0))
+               [:TOP_INITCALLS]}
+    return [m for m in report["metrics"]
+            if m["valid_in_mode"] and m["group"] != "other"
+            and not (m["name"].startswith("meminfo.") and m["label"] == m["name"])
+            and (m["group"] != "initcalls" or m["name"] in slowest)]
 
 
 def render(report: dict, fmt: str, show_all: bool = False) -> str:
@@ -75,11 +104,16 @@ def render(report: dict, fmt: str, show_all: bool = False) -> str:
 def _csv(report: dict) -> str:
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["metric", "unit", "better", "mode", "variant", "median", "n", "q1", "q3", "min", "max", "delta_pct"])
+    w.writerow(["metric", "unit", "better", "mode", "valid_in_mode", "variant", "median", "n", "q1", "q3",
+                "min", "max", "not_available", "delta_pct", "ci_low_pct", "ci_high_pct", "p_adjusted", "significant"])
     for m in report["metrics"]:
         for variant, v in m["values"].items():
-            w.writerow([m["name"], m["unit"], m["better"], report["mode"], variant, v["median"], v["n"],
-                        v["q1"], v["q3"], v["min"], v["max"], m["delta_pct"].get(variant, "")])
+            c = m["comparison"].get(variant, {})
+            w.writerow([m["name"], m["unit"], m["better"], report["mode"], m["valid_in_mode"], variant,
+                        v.get("median", ""), v.get("n", ""), v.get("q1", ""), v.get("q3", ""), v.get("min", ""),
+                        v.get("max", ""), v.get("not_available", ""), m["delta_pct"].get(variant, ""),
+                        c.get("ci_low_pct", ""), c.get("ci_high_pct", ""), c.get("adjusted_p", ""),
+                        c.get("significant", "")])
     return out.getvalue()
 
 
@@ -91,29 +125,34 @@ def _markdown(report: dict, show_all: bool) -> str:
     lines.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
     for m in shown_metrics(report, show_all):
         cells = [m["label"], m["unit"]] + [fmt_cell(m["values"].get(n), m["unit"]) for n in names]
-        cells += [fmt_delta(m["delta_pct"].get(n)) for n in names[1:]]
+        cells += [fmt_delta(m, n) for n in names[1:]]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", summary(report)]
+    lines += [""] + footer_lines(report) + ["", summary(report)]
     return "\n".join(lines) + "\n"
 
 
 def summary(report: dict, threshold_pct: float = 5.0) -> str:
-    """A written summary in the manner of the seed studies: the changes that matter."""
+    """A written summary in the manner of the seed studies: the changes that matter.
+    In wall mode only significant changes count; in icount mode the differences are
+    exact, and those of at least threshold_pct are named."""
     names = [v["name"] for v in report["variants"]]
     if len(names) < 2:
         return ""
     parts = []
     for other in names[1:]:
-        big = [(m, m["delta_pct"][other]) for m in shown_metrics(report, show_all=False)
-               if m["delta_pct"].get(other) is not None
-               and abs(m["delta_pct"][other]) >= threshold_pct and m["clock"] != "host"]
+        big = []
+        for m in shown_metrics(report, show_all=False):
+            c = m["comparison"].get(other)
+            if c is None or c["delta_pct"] is None or m["clock"] == "host":
+                continue
+            if c["significant"] if c["testable"] else abs(c["delta_pct"]) >= threshold_pct:
+                big.append((m, c))
         if not big:
-            parts.append(f"{other} is within {threshold_pct:.0f}% of {names[0]} on every metric.")
+            parts.append(f"{other}: no change of note against {names[0]}.")
             continue
         by_group: dict[str, list[str]] = {}
-        for m, d in sorted(big, key=lambda x: -abs(x[1])):
-            word = "worse" if (d > 0) == (m["better"] == "lower") else "better"
-            by_group.setdefault(m["group"], []).append(f"{m['label']} {d:+.0f}% ({word})")
+        for m, c in sorted(big, key=lambda mc: -abs(mc[1]["delta_pct"])):
+            by_group.setdefault(m["group"], []).append(f"{m['label']} {c['delta_pct']:+.0f}% ({c['direction']})")
         text = "; ".join(f"{g}: {', '.join(items[:4])}" for g, items in by_group.items())
         parts.append(f"{other} vs {names[0]} ({report['mode']} mode) - {text}.")
     return "\n".join(parts)

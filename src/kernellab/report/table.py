@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from . import fmt_cell, fmt_delta, header_lines, shown_metrics, summary
+from . import fmt_cell, fmt_delta, footer_lines, header_lines, shown_metrics, summary
 
 
 def table_text(report: dict, show_all: bool = False) -> str:
@@ -25,16 +25,19 @@ def table_text(report: dict, show_all: bool = False) -> str:
             group = m["group"]
         deltas = []
         for n in names[1:]:
-            d = m["delta_pct"].get(n)
-            worse = d is not None and abs(d) >= 1 and (d > 0) == (m["better"] == "lower")
-            style = "" if d is None or abs(d) < 1 else ("red" if worse else "green")
-            deltas.append(f"[{style}]{fmt_delta(d)}[/]" if style else fmt_delta(d))
+            c = m["comparison"].get(n)
+            text = fmt_delta(m, n)
+            notable = c is not None and (c["significant"] if c["testable"] else abs(c["delta_pct"] or 0) >= 1)
+            style = ("red" if c["direction"] == "worse" else "green") if notable else ""
+            deltas.append(f"[{style}]{text}[/]" if style else text)
         table.add_row(m["label"], m["unit"], *[fmt_cell(m["values"].get(n), m["unit"]) for n in names], *deltas)
     console = Console(record=True, width=160)
     with console.capture() as capture:
         for line in header_lines(report):
             console.print(line, highlight=False, markup=False)
         console.print(table)
+        for line in footer_lines(report):
+            console.print(line, highlight=False, markup=False)
         text = summary(report)
         if text:
             console.print(text, highlight=False, markup=False)

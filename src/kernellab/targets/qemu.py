@@ -48,21 +48,31 @@ class BootResult:
 
 
 def command(profile: ArchProfile, image: Path, initrd: Path, mode: str,
-            cmdline_extra: str = "") -> list[str]:
+            cmdline_extra: str = "", scratch: Path | None = None) -> list[str]:
     if mode not in MODES:
         raise LabError(f"unknown timing mode {mode!r}: use one of {', '.join(MODES)}")
     cmdline = f"console={profile.qemu.console} printk.time=1 panic=-1 loglevel=7 {cmdline_extra}".strip()
     argv = [profile.qemu.binary, *profile.qemu.args, "-accel", "tcg",
             "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
             "-no-reboot", "-kernel", str(image), "-initrd", str(initrd), "-append", cmdline]
+    if scratch is not None:
+        argv += [a.replace("{path}", str(scratch)) for a in profile.qemu.disk_args]
     if mode == "icount":
         argv += ICOUNT_ARGS
     return argv
 
 
+def scratch_disk(directory: Path, mib: int) -> Path:
+    """A sparse raw image for the agent's block I/O metrics: costs no disk until written."""
+    path = directory / "scratch.img"
+    with path.open("wb") as f:
+        f.truncate(mib << 20)
+    return path
+
+
 def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: float,
-         cmdline_extra: str = "", on_record=None, on_line=None) -> BootResult:
-    argv = command(profile, image, initrd, mode, cmdline_extra)
+         cmdline_extra: str = "", on_record=None, on_line=None, scratch: Path | None = None) -> BootResult:
+    argv = command(profile, image, initrd, mode, cmdline_extra, scratch)
     if shutil.which(argv[0]) is None:
         raise LabError(f"{argv[0]} not found: run `apt-get install -y {profile.qemu.package}`")
     result = BootResult("incomplete", "", argv)
