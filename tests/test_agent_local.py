@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import math
 import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import zlib
 
@@ -70,11 +73,12 @@ def agent(tmp_path_factory):
         yield agent_binary()
 
 
-def run_agent(agent, *args: str, env: dict[str, str] | None = None) -> list[dict[str, str]]:
+def run_agent(agent, *args: str, env: dict[str, str] | None = None,
+              preexec_fn=None) -> list[dict[str, str]]:
     # The caller's KL_* variables would change what runs.
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KL_")} | (env or {})
     result = subprocess.run([str(agent), *args], capture_output=True, text=True, timeout=30,
-                            check=True, env=clean)
+                            check=True, env=clean, preexec_fn=preexec_fn)
     records = []
     for line in result.stdout.splitlines():
         match = RECORD.fullmatch(line)
@@ -143,6 +147,20 @@ def test_meta_records(full_run):
         assert "LOC" in facts["irq_timer_lines"].split(",")
 
 
+def test_idle_timer_and_total_come_from_the_same_windows(full_run):
+    timer, total = samples(full_run, "irq.idle_timer"), samples(full_run, "irq.idle_total")
+    assert [r["rep"] for r in timer] == [r["rep"] for r in total]
+    # Timer lines are a subset of all lines, counted over the same interval.
+    assert all(float(t["value"]) <= float(a["value"]) for t, a in zip(timer, total))
+
+
+def test_either_irq_metric_can_be_selected_alone(agent):
+    records = run_agent(agent, "--repeats", "5", "--idle-ms", "20", "--only", "irq.idle_timer")
+    assert {r["metric"] for r in records if r["t"] in ("sample", "na")} == {"irq.idle_timer"}
+    assert len(samples(records, "irq.idle_timer")) == 3
+    assert "irq_timer_lines" in meta(records)
+
+
 def test_user_aes_passes_its_selftest_and_kernel_aes_agrees(full_run):
     assert not nas(full_run, "crypto.aes256cbc_user")
     if kernel_has_af_alg_aes():
@@ -160,6 +178,7 @@ def test_slow_metrics_take_at_most_three_samples(agent):
                         env={"KL_ALLOC_CAP_MB": "4"})
     assert len(samples(records, "syscall.null")) == 5
     assert len(samples(records, "irq.idle_total")) == 3
+    assert not samples(records, "irq.idle_timer")
     assert len(samples(records, "mem.alloc_max")) == 3
 
 
@@ -177,6 +196,37 @@ def test_block_metrics_on_a_scratch_file(agent, tmp_path):
         assert not na, na
         assert len(got) == 3 and all(r["unit"] == "MB/s" and float(r["value"]) > 0 for r in got), got
     assert 0 not in disk.read_bytes(), "the writes never reached the scratch file"
+
+
+def without_fadvise() -> None:
+    """Run in the child before exec: fadvise64 fails with ENOSYS from then on, as on a
+    kernel without CONFIG_ADVISE_SYSCALLS.  A seccomp filter, in x86_64 numbering."""
+    audit_arch_x86_64, nr_fadvise64 = 0xC000003E, 221
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    seccomp_ret_errno, seccomp_ret_allow = 0x00050000, 0x7FFF0000
+    program = [(ld_abs, 0, 0, 4),  # seccomp_data.arch
+               (jeq, 0, 3, audit_arch_x86_64),
+               (ld_abs, 0, 0, 0),  # seccomp_data.nr
+               (jeq, 0, 1, nr_fadvise64),
+               (ret, 0, 0, seccomp_ret_errno | errno.ENOSYS),
+               (ret, 0, 0, seccomp_ret_allow)]
+    filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *insn) for insn in program))
+    fprog = ctypes.create_string_buffer(struct.pack("HP", len(program), ctypes.addressof(filters)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) or libc.prctl(pr_set_seccomp, seccomp_mode_filter, fprog, 0, 0):
+        raise OSError(ctypes.get_errno(), "prctl")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter uses x86_64 numbers")
+def test_cold_cached_reads_need_a_way_to_drop_the_page_cache(agent, tmp_path):
+    disk = tmp_path / "disk"
+    disk.write_bytes(bytes(16 << 20))
+    records = run_agent(agent, *SMALL, "--only", "blk.seq_write_cached,blk.seq_read_cached",
+                        "--block-dev", str(disk), env={"KL_BLOCK_MB": "16"}, preexec_fn=without_fadvise)
+    assert len(samples(records, "blk.seq_write_cached")) == 3
+    # Local mode never writes drop_caches, so without fadvise nothing can drop the pages.
+    assert [r["reason"] for r in nas(records, "blk.seq_read_cached")] == ["cannot_drop_page_cache"]
 
 
 def test_block_metrics_refuse_a_disk_smaller_than_the_region(agent, tmp_path):

@@ -112,8 +112,11 @@ def cmd_doctor(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kernellab", description="Build, boot, measure and compare Linux kernel variants.")
+    store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
+    top.add_argument("--store", default=None, help=store_help)
+    # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=None, help="SQLite store (default: kernellab.sqlite in the cache directory)")
+    common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
     sub = top.add_subparsers(dest="command", required=True)
     _add = sub.add_parser
 

@@ -92,6 +92,7 @@
 #define SELECT_MAX 100          /* fs.select_*: the most pipes watched */
 #define MEM_BYTES (8 * MIB)     /* bw.mem_*: bigger than most L2 caches */
 #define AES_BLOCK 16
+#define AES256_ROUNDS 14
 #define CRYPTO_BYTES (16 * KIB) /* crypto.*: bytes encrypted per op */
 #define BLOCK_REQ MIB           /* blk.*: bytes per request */
 #define ALLOC_CAP_MB 4096L      /* mem.alloc_max: stop there so big machines finish */
@@ -136,8 +137,9 @@ struct selection {
 	int max_fd;
 };
 
+/* AES-256's 15 round keys, 4 little-endian words each (as aes_generic's key_enc). */
 struct aes256 {
-	uint8_t round_keys[15 * AES_BLOCK];
+	uint32_t round_keys[4 * (AES256_ROUNDS + 1)];
 };
 
 /* State shared by the harness and the metrics' setup/run/teardown. */
@@ -148,6 +150,7 @@ struct ctx {
 	char reason[96];        /* why the current metric failed; first failure wins */
 	int64_t timed_ns;       /* self-timed metrics: what run() timed */
 	double value;           /* REPORTED metrics: what run() measured */
+	double twin_value;      /* ... and for the metric's twin */
 	int fd;                 /* the metric's file, device or socket; -1 when closed */
 	char path[PATH_MAX];    /* the file behind fd, if the metric made one */
 	void *buf[2];           /* the metric's buffers; NULL when freed */
@@ -170,9 +173,15 @@ enum kind {
  * sample lasts about KL_TARGET_US.  The harness times the whole call,
  * unless the metric is self_timed: then run() times only the part that
  * matters (creates but not deletes, faults but not mmap) into ctx.timed_ns.
+ *
+ * A REPORTED metric may have a twin: a second metric, with the same unit,
+ * whose value each run() measures too, into ctx.twin_value, because the two
+ * must come from the same measurement (timer and all interrupts in one idle
+ * window).  The pair runs if either is selected and reports what is.
  */
 struct metric {
 	const char *name;
+	const char *twin;        /* REPORTED only; NULL: none */
 	enum kind kind;
 	const char *unit;        /* REPORTED only: LATENCY is ns, BANDWIDTH MB/s */
 	uint64_t bytes;          /* BANDWIDTH: bytes moved per operation */
@@ -403,22 +412,32 @@ static int reap(struct ctx *c, pid_t pid, const char *what)
 	return err ? err : check_exit(c, status, what);
 }
 
-static void write_file(const char *path, const char *text)
+/*
+ * Writes text to an existing file, such as a /proc setting.  Returns 0, or
+ * -1 after warning, so callers that carry on regardless may ignore it.
+ */
+static int write_file(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
 	ssize_t n;
 
 	if (fd < 0) {
 		warn("open %s: %s", path, strerror(errno));
-		return;
+		return -1;
 	}
 	n = write(fd, text, strlen(text));
-	if (n < 0)
+	if (n < 0) {
 		warn("write %s: %s", path, strerror(errno));
-	else if ((size_t)n != strlen(text))
+		ret = -1;
+	} else if ((size_t)n != strlen(text)) {
 		warn("write %s: short write", path);
-	if (close(fd) < 0)
+		ret = -1;
+	}
+	if (close(fd) < 0) {
 		warn("close %s: %s", path, strerror(errno));
+		ret = -1;
+	}
+	return ret;
 }
 
 /* ---- metric helpers ----------------------------------------------------- */
@@ -1470,8 +1489,16 @@ static int run_alloc_max(struct ctx *c, unsigned long iters)
 /* ---- AES-256-CBC, in user space and through AF_ALG ----------------------- */
 
 /*
- * A byte-oriented AES after FIPS-197, written for clarity rather than
- * speed.  It works on bytes only, so it is the same on either endianness.
+ * The user-space AES is the same kind of code as the kernel's generic "aes"
+ * cipher (crypto/aes_generic.c, CONFIG_CRYPTO_AES), which AF_ALG's cbc(aes)
+ * runs on when no accelerated driver (AES-NI, ARMv8 CE) is built in: 32-bit
+ * T-tables, each round unrolled into 16 table look-ups on 32-bit words.
+ * The crypto.* pair reproduces a study that ran one AES in a kernel module
+ * and in a process, so the two must differ only in where they run, not in
+ * how well they are written (a byte-oriented AES is about 8 times slower).
+ * Blocks are loaded and stored as little-endian words byte by byte, as
+ * aes_generic does with get_unaligned_le32, so the code is right on
+ * big-endian machines too.
  */
 static const uint8_t aes_sbox[256] = {
 	0x63, 0x7c, 0x77, 0x7b, 0xf2, 0x6b, 0x6f, 0xc5, 0x30, 0x01, 0x67, 0x2b, 0xfe, 0xd7, 0xab, 0x76,
@@ -1513,92 +1540,150 @@ static const uint8_t nist_ciphertext[4 * AES_BLOCK] = {
 	0xb2, 0xeb, 0x05, 0xe2, 0xc3, 0x9b, 0xe9, 0xfc, 0xda, 0x6c, 0x19, 0x07, 0x8c, 0x6a, 0x9d, 0x1b,
 };
 
+/*
+ * The T-tables, as aes_generic's crypto_ft_tab and crypto_fl_tab: aes_ft[r][x]
+ * is what input byte x in row r adds to its output column in a full round
+ * (S-box, then MixColumns), aes_fl[r][x] the same in the last round, which
+ * has no MixColumns.  Cache-line aligned like the kernel's.
+ */
+static uint32_t aes_ft[4][256] __attribute__((aligned(64)));
+static uint32_t aes_fl[4][256] __attribute__((aligned(64)));
+
 /* Multiplication by x (that is, 2) in AES's GF(2^8). */
 static uint8_t xtime(uint8_t b)
 {
 	return (uint8_t)((b << 1) ^ (b & 0x80 ? 0x1b : 0));
 }
 
-/* Key expansion: 60 four-byte words w[i], 4 per round key. */
+static uint32_t load_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void store_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> 8 * i);
+}
+
+/*
+ * Computed from the S-box rather than written out as 8 KiB of data.  A
+ * column is a little-endian word, row 0 in its low byte.  MixColumns sends
+ * s in row 0 to (2s, s, s, 3s); in row r the same column is rotated down r
+ * rows, which is a rotation left by 8r bits.
+ */
+static void aes_init_tables(void)
+{
+	for (int x = 0; x < 256; x++) {
+		uint8_t s = aes_sbox[x];
+		uint32_t col = (uint32_t)xtime(s) | (uint32_t)s << 8 | (uint32_t)s << 16 |
+			       (uint32_t)(xtime(s) ^ s) << 24;
+
+		for (int r = 0; r < 4; r++) {
+			aes_ft[r][x] = col;
+			aes_fl[r][x] = (uint32_t)s << 8 * r;
+			col = col << 8 | col >> 24;
+		}
+	}
+}
+
+static uint32_t sub_word(uint32_t w)
+{
+	return (uint32_t)aes_sbox[w & 0xff] | (uint32_t)aes_sbox[w >> 8 & 0xff] << 8 |
+	       (uint32_t)aes_sbox[w >> 16 & 0xff] << 16 | (uint32_t)aes_sbox[w >> 24] << 24;
+}
+
+/* Key expansion over little-endian words, as the kernel's aes_expandkey. */
 static void aes256_expand_key(struct aes256 *k, const uint8_t key[32])
 {
-	uint8_t *w = k->round_keys, rcon = 1;
+	uint32_t *w = k->round_keys;
+	uint8_t rcon = 1;
 
-	memcpy(w, key, 32);
-	for (int i = 8; i < 60; i++) {
-		uint8_t t[4];
+	for (int i = 0; i < 8; i++)
+		w[i] = load_le32(key + 4 * i);
+	for (int i = 8; i < 4 * (AES256_ROUNDS + 1); i++) {
+		uint32_t t = w[i - 1];
 
-		memcpy(t, w + 4 * (i - 1), 4);
 		if (i % 8 == 0) {
-			/* RotWord, SubWord, then Rcon into the first byte */
-			uint8_t first = t[0];
-
-			t[0] = aes_sbox[t[1]] ^ rcon;
-			t[1] = aes_sbox[t[2]];
-			t[2] = aes_sbox[t[3]];
-			t[3] = aes_sbox[first];
+			/* RotWord (a right rotation of a little-endian word), SubWord, Rcon */
+			t = sub_word(t >> 8 | t << 24) ^ rcon;
 			rcon = xtime(rcon);
 		} else if (i % 8 == 4) {
-			for (int j = 0; j < 4; j++)
-				t[j] = aes_sbox[t[j]];
+			t = sub_word(t);
 		}
-		for (int j = 0; j < 4; j++)
-			w[4 * i + j] = w[4 * (i - 8) + j] ^ t[j];
+		w[i] = w[i - 8] ^ t;
 	}
 }
 
-static void add_round_key(uint8_t s[AES_BLOCK], const uint8_t *key)
+/* Output column of a round: aes_generic's f_rn, four look-ups and the round key. */
+static inline uint32_t aes_column(const uint32_t table[4][256], uint32_t row0, uint32_t row1,
+				  uint32_t row2, uint32_t row3, uint32_t key)
 {
-	for (int i = 0; i < AES_BLOCK; i++)
-		s[i] ^= key[i];
+	return table[0][row0 & 0xff] ^ table[1][row1 >> 8 & 0xff] ^
+	       table[2][row2 >> 16 & 0xff] ^ table[3][row3 >> 24] ^ key;
 }
 
-/* SubBytes and ShiftRows; the state is column-major, row r rotates left by r. */
-static void sub_bytes_shift_rows(uint8_t s[AES_BLOCK])
+/*
+ * One round from state in to state out: aes_generic's f_nround with table
+ * aes_ft, its f_lround with aes_fl.  ShiftRows is in the arguments: row r of
+ * output column n comes from input column n + r.  Written out and always
+ * inlined, so the rounds become straight-line code on 32-bit registers as
+ * the kernel's macros do (a loop over the columns, GCC would vectorize).
+ */
+static inline __attribute__((always_inline)) void
+aes_round(uint32_t out[4], const uint32_t in[4], const uint32_t table[4][256], const uint32_t *key)
 {
-	uint8_t t[AES_BLOCK];
-
-	for (int col = 0; col < 4; col++)
-		for (int row = 0; row < 4; row++)
-			t[4 * col + row] = aes_sbox[s[4 * ((col + row) % 4) + row]];
-	memcpy(s, t, AES_BLOCK);
+	out[0] = aes_column(table, in[0], in[1], in[2], in[3], key[0]);
+	out[1] = aes_column(table, in[1], in[2], in[3], in[0], key[1]);
+	out[2] = aes_column(table, in[2], in[3], in[0], in[1], key[2]);
+	out[3] = aes_column(table, in[3], in[0], in[1], in[2], key[3]);
 }
 
-static void mix_columns(uint8_t s[AES_BLOCK])
+/* Encrypts one block, held as four little-endian words, in place. */
+static void aes256_encrypt_block(const struct aes256 *k, uint32_t block[4])
 {
-	for (uint8_t *a = s; a < s + AES_BLOCK; a += 4) {
-		uint8_t all = a[0] ^ a[1] ^ a[2] ^ a[3], first = a[0];
+	const uint32_t *rk = k->round_keys;
+	uint32_t b0[4], b1[4]; /* the state, alternately */
 
-		/* 2a0 + 3a1 + a2 + a3 = a0 + (a0 + a1 + a2 + a3) + 2(a0 + a1), and round the column */
-		a[0] ^= all ^ xtime(a[0] ^ a[1]);
-		a[1] ^= all ^ xtime(a[1] ^ a[2]);
-		a[2] ^= all ^ xtime(a[2] ^ a[3]);
-		a[3] ^= all ^ xtime(a[3] ^ first);
-	}
+	for (int n = 0; n < 4; n++)
+		b0[n] = block[n] ^ rk[n];
+	aes_round(b1, b0, aes_ft, rk + 4);
+	aes_round(b0, b1, aes_ft, rk + 8);
+	aes_round(b1, b0, aes_ft, rk + 12);
+	aes_round(b0, b1, aes_ft, rk + 16);
+	aes_round(b1, b0, aes_ft, rk + 20);
+	aes_round(b0, b1, aes_ft, rk + 24);
+	aes_round(b1, b0, aes_ft, rk + 28);
+	aes_round(b0, b1, aes_ft, rk + 32);
+	aes_round(b1, b0, aes_ft, rk + 36);
+	aes_round(b0, b1, aes_ft, rk + 40);
+	aes_round(b1, b0, aes_ft, rk + 44);
+	aes_round(b0, b1, aes_ft, rk + 48);
+	aes_round(b1, b0, aes_ft, rk + 52);
+	aes_round(b0, b1, aes_fl, rk + 56); /* round 14, the last: no MixColumns */
+	for (int n = 0; n < 4; n++)
+		block[n] = b0[n];
 }
 
-static void aes256_encrypt_block(const struct aes256 *k, uint8_t s[AES_BLOCK])
-{
-	add_round_key(s, k->round_keys);
-	for (int round = 1; round <= 14; round++) {
-		sub_bytes_shift_rows(s);
-		if (round < 14) /* the last round has no MixColumns */
-			mix_columns(s);
-		add_round_key(s, k->round_keys + AES_BLOCK * round);
-	}
-}
-
-/* len must be a multiple of AES_BLOCK; in and out may be the same buffer. */
+/*
+ * len must be a multiple of AES_BLOCK; in and out may be the same buffer.
+ * The chaining value stays in words from block to block: the kernel's cbc
+ * template XORs a word at a time, and bytes XORed in memory and read back
+ * as words would stall store forwarding on every block.
+ */
 static void aes256_cbc_encrypt(const struct aes256 *k, const uint8_t iv[AES_BLOCK],
 			       const uint8_t *in, uint8_t *out, size_t len)
 {
-	const uint8_t *chain = iv;
+	uint32_t chain[4];
 
+	for (int n = 0; n < 4; n++)
+		chain[n] = load_le32(iv + 4 * n);
 	for (size_t off = 0; off < len; off += AES_BLOCK) {
-		for (int i = 0; i < AES_BLOCK; i++)
-			out[off + i] = in[off + i] ^ chain[i];
-		aes256_encrypt_block(k, out + off);
-		chain = out + off;
+		for (int n = 0; n < 4; n++)
+			chain[n] ^= load_le32(in + off + 4 * n);
+		aes256_encrypt_block(k, chain);
+		for (int n = 0; n < 4; n++)
+			store_le32(out + off + 4 * n, chain[n]);
 	}
 }
 
@@ -1618,6 +1703,7 @@ static int start_user_aes(struct ctx *c)
 	uint8_t *plain;
 	int err;
 
+	aes_init_tables();
 	if (!aes_selftest())
 		return fail_because(c, "aes_selftest_failed");
 	aes256_expand_key(&c->aes, nist_key);
@@ -1830,7 +1916,7 @@ out:
 	return err;
 }
 
-/* irq.idle_timer: says which lines it counts, in a t=meta record. */
+/* irq.*: says which lines are counted as timers, in a t=meta record. */
 static int describe_timer_irqs(struct ctx *c)
 {
 	struct irq_counts sum;
@@ -1843,13 +1929,11 @@ static int describe_timer_irqs(struct ctx *c)
 }
 
 /*
- * irq.idle_*, in irq/s: interrupts while the agent sleeps KL_IDLE_MS, the
- * timer lines (param[0] IRQ_TIMER) or all.  Each sample is one idle window,
- * so at most SLOW_REPEATS of them.
+ * irq.idle_timer and its twin irq.idle_total, in irq/s: interrupts while
+ * the agent sleeps KL_IDLE_MS, on the timer lines and on all lines.  Both
+ * come from the same two snapshots, so timer never exceeds total.  Each
+ * sample is one idle window, so at most SLOW_REPEATS of them.
  */
-#define IRQ_ALL 0
-#define IRQ_TIMER 1
-
 static int run_idle_irqs(struct ctx *c, unsigned long iters)
 {
 	struct timespec idle = { .tv_sec = c->opt->idle_ms / 1000,
@@ -1873,9 +1957,8 @@ static int run_idle_irqs(struct ctx *c, unsigned long iters)
 	err = read_interrupts(c, &after, NULL, 0);
 	if (err)
 		return err;
-	c->value = (double)(c->metric->param[0] == IRQ_TIMER ? after.timer - before.timer
-							       : after.total - before.total)
-		   * 1e9 / (double)ns;
+	c->value = (double)(after.timer - before.timer) * 1e9 / (double)ns;
+	c->twin_value = (double)(after.total - before.total) * 1e9 / (double)ns;
 	return 0;
 }
 
@@ -1951,24 +2034,28 @@ static void set_block_rate(struct ctx *c, int64_t t0)
 }
 
 /*
- * The next reads must come from the disk: write back, then drop the cached
- * pages of this disk (fadvise) and, in the guest, everything else too.  Never
- * drop_caches on the host (local mode): its caches are not ours to drop.
+ * The next reads must come from the disk: write the pages back (fsync), so
+ * they are clean, then drop them.  Two ways, either of which will do:
+ * posix_fadvise(DONTNEED) drops this disk's pages, but kernels without
+ * CONFIG_ADVISE_SYSCALLS (tiny configs) answer ENOSYS; in the guest,
+ * drop_caches (CONFIG_PROC_SYSCTL) drops every clean cache, which also
+ * leaves each pass the same start.  Never drop_caches on the host (local
+ * mode): its caches are not ours to drop, so there fadvise is the only way.
  */
 static int drop_scratch_cache(struct ctx *c)
 {
+	bool dropped;
 	int err;
 
 	if (fsync(c->fd) < 0)
 		return fail(c, "fsync");
 	err = posix_fadvise(c->fd, 0, 0, POSIX_FADV_DONTNEED);
-	if (err) {
-		errno = err;
-		return fail(c, "posix_fadvise");
-	}
-	if (pid1)
-		write_file("/proc/sys/vm/drop_caches", "3");
-	return 0;
+	if (err && err != ENOSYS) /* ENOSYS is expected, and would warn every pass */
+		warn("posix_fadvise %s: %s", c->opt->block_dev, strerror(err));
+	dropped = err == 0;
+	if (pid1 && write_file("/proc/sys/vm/drop_caches", "3") == 0)
+		dropped = true;
+	return dropped ? 0 : fail_because(c, "cannot_drop_page_cache");
 }
 
 /*
@@ -2026,9 +2113,6 @@ static int run_blk_cached_read(struct ctx *c, unsigned long iters)
 #define MEM_BW(metric_name, run_fn)                                                     \
 	{ .name = metric_name, .kind = BANDWIDTH, .bytes = MEM_BYTES,                    \
 	  .setup = alloc_mem_buffers, .run = run_fn, .teardown = free_buffers }
-#define IDLE_IRQS(metric_name, which, setup_fn)                                         \
-	{ .name = metric_name, .kind = REPORTED, .unit = "irq/s", .param = { which },     \
-	  .max_repeats = SLOW_REPEATS, .setup = setup_fn, .run = run_idle_irqs }
 #define BLOCK(metric_name, setup_fn, run_fn, direction)                                 \
 	{ .name = metric_name, .kind = REPORTED, .unit = "MB/s", .param = { direction },  \
 	  .max_repeats = SLOW_REPEATS, .setup = setup_fn, .run = run_fn,                 \
@@ -2085,8 +2169,8 @@ static const struct metric metrics[] = {
 	{ .name = "crypto.aes256cbc_user", .kind = BANDWIDTH, .bytes = CRYPTO_BYTES,
 	  .setup = start_user_aes, .run = run_user_aes, .teardown = free_buffers },
 	/* Idle before alloc_max and the disk, whose aftermath (reclaim, writeback) is not idle. */
-	IDLE_IRQS("irq.idle_timer", IRQ_TIMER, describe_timer_irqs),
-	IDLE_IRQS("irq.idle_total", IRQ_ALL, NULL),
+	{ .name = "irq.idle_timer", .twin = "irq.idle_total", .kind = REPORTED, .unit = "irq/s",
+	  .max_repeats = SLOW_REPEATS, .setup = describe_timer_irqs, .run = run_idle_irqs },
 	{ .name = "mem.alloc_max", .kind = REPORTED, .unit = "MiB", .max_repeats = SLOW_REPEATS,
 	  .run = run_alloc_max },
 	BLOCK("blk.seq_write_direct", open_scratch_direct, run_blk_direct, 'w'),
@@ -2213,13 +2297,59 @@ static const char *unit_of(const struct metric *m)
 	return m->unit;
 }
 
+/* Whether name is one of the comma-separated names in only (NULL: all). */
+static int selected(const char *only, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!only)
+		return 1;
+	for (const char *p = only;; ) {
+		const char *end = strchrnul(p, ',');
+
+		if ((size_t)(end - p) == len && memcmp(p, name, len) == 0)
+			return 1;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* Whether m runs: it or its twin is selected. */
+static bool wanted(const char *only, const struct metric *m)
+{
+	return selected(only, m->name) || (m->twin && selected(only, m->twin));
+}
+
+/*
+ * The records of a metric and of its twin, if selected: each sample from
+ * value[0] and value[1], or one na each if reason is not NULL.
+ */
+static void report(const struct metric *m, const char *only, const char *reason, long repeats,
+		   unsigned long iters, double value[2][MAX_REPEATS])
+{
+	const char *names[2] = { m->name, m->twin };
+
+	for (int i = 0; i < 2; i++) {
+		if (!names[i] || !selected(only, names[i]))
+			continue;
+		if (reason) {
+			emit("t=na metric=%s reason=%s", names[i], reason);
+			continue;
+		}
+		for (long rep = 0; rep < repeats; rep++)
+			emit("t=sample metric=%s unit=%s rep=%ld iters=%lu value=%.3f",
+			     names[i], unit_of(m), rep, iters, value[i][rep]);
+	}
+}
+
 static void run_metric(const struct metric *m, struct ctx *c, const struct options *o)
 {
 	/*
 	 * Samples are held back until teardown succeeds, so a metric gets
-	 * either all its samples or one na record.
+	 * either all its samples or one na record.  value[1] is the twin's.
 	 */
-	double value[MAX_REPEATS];
+	double value[2][MAX_REPEATS];
 	long repeats = m->max_repeats && m->max_repeats < o->repeats ? m->max_repeats : o->repeats;
 	unsigned long iters = 1;
 	int err = 0;
@@ -2227,7 +2357,7 @@ static void run_metric(const struct metric *m, struct ctx *c, const struct optio
 	c->reason[0] = '\0';
 	c->metric = m;
 	if (m->setup && m->setup(c) < 0) {
-		emit("t=na metric=%s reason=%s", m->name, c->reason);
+		report(m, o->only, c->reason, 0, 0, value);
 		return;
 	}
 	/*
@@ -2240,22 +2370,17 @@ static void run_metric(const struct metric *m, struct ctx *c, const struct optio
 		if (!err)
 			err = calibrate(m, c, (int64_t)o->target_us * 1000, &iters);
 	}
-	for (long rep = 0; !err && rep < repeats; rep++)
-		err = sample(m, c, iters, &value[rep]);
+	for (long rep = 0; !err && rep < repeats; rep++) {
+		err = sample(m, c, iters, &value[0][rep]);
+		value[1][rep] = c->twin_value;
+	}
 	if (m->teardown) {
 		int torn = m->teardown(c);
 
 		if (!err)
 			err = torn;
 	}
-
-	if (err) {
-		emit("t=na metric=%s reason=%s", m->name, c->reason);
-		return;
-	}
-	for (long rep = 0; rep < repeats; rep++)
-		emit("t=sample metric=%s unit=%s rep=%ld iters=%lu value=%.3f",
-		     m->name, unit_of(m), rep, iters, value[rep]);
+	report(m, o->only, err ? c->reason : NULL, repeats, iters, value);
 }
 
 static void report_meminfo(void)
@@ -2286,22 +2411,11 @@ static void report_meminfo(void)
 		warn("closing /proc/meminfo: %s", strerror(errno));
 }
 
-/* Whether name is one of the comma-separated names in only (NULL: all). */
-static int selected(const char *only, const char *name)
+/* Whether the len bytes at name are m's name or its twin's. */
+static bool is_named(const struct metric *m, const char *name, size_t len)
 {
-	size_t len = strlen(name);
-
-	if (!only)
-		return 1;
-	for (const char *p = only;; ) {
-		const char *end = strchrnul(p, ',');
-
-		if ((size_t)(end - p) == len && memcmp(p, name, len) == 0)
-			return 1;
-		if (!*end)
-			return 0;
-		p = end + 1;
-	}
+	return (strlen(m->name) == len && memcmp(name, m->name, len) == 0) ||
+	       (m->twin && strlen(m->twin) == len && memcmp(name, m->twin, len) == 0);
 }
 
 /* A typo in KL_ONLY would otherwise look like a metric that silently vanished. */
@@ -2314,8 +2428,7 @@ static void report_unknown_names(const char *only)
 		int known = len == strlen(MEMINFO) && memcmp(p, MEMINFO, len) == 0;
 
 		for (size_t i = 0; !known && i < sizeof(metrics) / sizeof(metrics[0]); i++)
-			known = strlen(metrics[i].name) == len &&
-				memcmp(p, metrics[i].name, len) == 0;
+			known = is_named(&metrics[i], p, len);
 		if (!known && len > 0) {
 			snprintf(name, sizeof(name), "%.*s", (int)len, p);
 			emit("t=na metric=%s reason=unknown_metric", sanitize(name));
@@ -2350,7 +2463,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	emit("t=meta key=loop_overhead_ns value=%.3f", overhead.loop_ns);
 
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
-		if (selected(o->only, metrics[i].name))
+		if (wanted(o->only, &metrics[i]))
 			run_metric(&metrics[i], &c, o);
 	if (selected(o->only, MEMINFO))
 		report_meminfo();

@@ -74,10 +74,11 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
         r.build = lab.ensure_built(r.prepared, store, log=lambda m, n=name: log(f"{n}: {m}"))
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
+    initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in records}
     failures = []
     for i in range(how.max_runs):
         for r in records:
-            outcome = lab.run(r.prepared, r.build, store, how.options)
+            outcome = lab.run(r.prepared, r.build, store, how.options, initrds[r.prepared.spec.name])
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
                 f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))

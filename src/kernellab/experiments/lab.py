@@ -75,15 +75,21 @@ class RunOptions:
         return " ".join(w for w in words if w)
 
 
+def initramfs_for(p: Prepared) -> Path:
+    """The agent's initramfs for this variant's arch and compiler. An experiment takes it
+    once, so every variant is measured by the same agent binary."""
+    return agent_initramfs(agent_binary(p.toolchain.cc, p.profile.name))
+
+
 def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
-        initrd=None) -> RunOutcome:
+        initrd: Path | None = None) -> RunOutcome:
     """Boot once; every agent sample is committed to the store as its line arrives."""
-    if initrd is None:
-        initrd = agent_initramfs(agent_binary(p.toolchain.cc, p.profile.name))
+    initrd = initrd or initramfs_for(p)
     with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
         scratch = qemu.scratch_disk(Path(tmp), options.scratch_mib) if options.scratch_mib else None
         argv = qemu.command(p.profile, build.image, initrd, options.mode, options.cmdline(), scratch)
         run_id = store.start_run(p.variant_id, build.key, "qemu", options.mode, argv)
+        store.add_log("initramfs", initrd.name, run_id=run_id)  # names the agent binary's hash
         count = 0
 
         def on_record(record):
