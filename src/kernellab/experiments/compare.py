@@ -6,6 +6,8 @@ rendered from it by kernellab.report.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import machine
@@ -77,8 +79,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
     initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in records}
     failures = []
     for i in range(how.max_runs):
-        for r in records:
-            outcome = lab.run(r.prepared, r.build, store, how.options, initrds[r.prepared.spec.name])
+        for r, outcome in zip(records, _one_round(records, store, how, initrds)):
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
                 f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
@@ -92,6 +93,28 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
             if i + 1 < how.max_runs:
                 log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
     return report(exp, records, store, how.mode), failures
+
+
+def _one_round(records, store: Store, how: Plan, initrds) -> list[lab.RunOutcome]:
+    """One run of every variant. In icount mode guest time does not depend on what the
+    host does, so the variants boot side by side, one per core; in wall mode they take
+    turns, since each would slow the other down."""
+    def run(r, on_store):
+        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name])
+
+    workers = min(len(records), os.cpu_count() or 1)
+    if how.mode != "icount" or workers < 2:
+        return [run(r, store) for r in records]
+
+    def run_in_thread(r):
+        own = Store(store.path)  # an SQLite connection belongs to the thread that opened it
+        try:
+            return run(r, own)
+        finally:
+            own.close()
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(run_in_thread, records))
 
 
 def _imprecise(records, store, mode) -> list[str]:

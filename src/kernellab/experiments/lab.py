@@ -63,7 +63,7 @@ class RunOptions:
     initcalls: bool = False        # boot with initcall_debug and record every initcall's time
     repeats: int | None = None     # the agent's repeats per metric (None: its default)
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
-    scratch_mib: int = SCRATCH_MIB
+    scratch_mib: int = SCRATCH_MIB  # wall mode only
 
     def cmdline(self) -> str:
         words = [self.cmdline_extra]
@@ -86,7 +86,11 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
     """Boot once; every agent sample is committed to the store as its line arrives."""
     initrd = initrd or initramfs_for(p)
     with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
-        scratch = qemu.scratch_disk(Path(tmp), options.scratch_mib) if options.scratch_mib else None
+        # No disk in icount mode: its I/O completes in host time, so its interrupts would
+        # land at instruction counts that differ run to run and end the determinism.
+        # The block metrics mean nothing under icount anyway.
+        with_disk = options.scratch_mib and options.mode == "wall"
+        scratch = qemu.scratch_disk(Path(tmp), options.scratch_mib) if with_disk else None
         argv = qemu.command(p.profile, build.image, initrd, options.mode, options.cmdline(), scratch)
         run_id = store.start_run(p.variant_id, build.key, "qemu", options.mode, argv)
         store.add_log("initramfs", initrd.name, run_id=run_id)  # names the agent binary's hash
