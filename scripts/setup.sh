@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(
   make gcc libc6-dev binutils flex bison bc cpio ccache xz-utils libelf-dev libssl-dev
-  qemu-system-x86 linux-source-6.1 linux-config-6.1 python3 python3-venv
+  qemu-system-x86 linux-source-6.1 linux-config-6.1 linux-source-6.12 linux-config-6.12
+  python3 python3-venv
   # the agent's cross compilers (src/kernellab/agent/cross.toml) and qemu-user to run them
   gcc-i686-linux-gnu libc6-dev-i386-cross gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-powerpc-linux-gnu libc6-dev-powerpc-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import arches
+from .agent.compile import cross_targets
 from .sources import DEBIAN_SOURCES
 
 
@@ -53,6 +54,14 @@ def checks() -> list[Check]:
             seen.add(target)
             found = _probe(target)
             out.append(Check(what, package, found is not None, found or "missing"))
+    for arch, target in cross_targets().items():
+        if target["cc"] in seen:
+            continue
+        seen.add(target["cc"])
+        found = _probe(target["cc"])
+        # The compiler package and the static C library the agent links against.
+        out.append(Check(f"{arch} agent compiler", " ".join(target["packages"]), found is not None,
+                         found or "missing"))
     for series, package in DEBIAN_SOURCES.items():
         tarball = f"/usr/src/{package}.tar.xz"
         out.append(Check(f"source debian:{series}", package, Path(tarball).exists(),
@@ -64,5 +73,5 @@ def checks() -> list[Check]:
 
 
 def install_command(failed: list[Check]) -> str:
-    packages = sorted({c.package for c in failed})
+    packages = sorted({p for c in failed for p in c.package.split()})
     return f"apt-get install -y --no-install-recommends {' '.join(packages)}"
