@@ -7,6 +7,7 @@ rendered from it by kernellab.report.
 from __future__ import annotations
 
 import os
+import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -79,7 +80,10 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
     initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in records}
     failures = []
     for i in range(how.max_runs):
-        for r, outcome in zip(records, _one_round(records, store, how, initrds)):
+        # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
+        # systematic advantage from the host's state.
+        order = records if i % 2 == 0 else records[::-1]
+        for r, outcome in zip(order, _one_round(order, store, how, initrds)):
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
                 f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
@@ -122,11 +126,16 @@ def _imprecise(records, store, mode) -> list[str]:
         return []  # reruns are identical: another one adds nothing
     by_metric: dict[str, dict[str, list[float]]] = {}
     for r in records:
-        for metric, (unit, values) in _samples(r, store).items():
+        for metric, (unit, per_run) in _samples(r, store).items():
             info = describe(metric, unit)
             if info.clock == "guest" and info.valid_in(mode) and not metric.startswith("boot."):
-                by_metric.setdefault(metric, {})[r.prepared.spec.name] = values
+                by_metric.setdefault(metric, {})[r.prepared.spec.name] = _run_medians(per_run)
     return imprecise_metrics(by_metric)
+
+
+def _run_medians(per_run: list[list[float]]) -> list[float]:
+    """One number per run: the boot is the independent unit (see stats)."""
+    return [statistics.median(values) for values in per_run]
 
 
 def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: str) -> dict:
@@ -148,9 +157,11 @@ def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: st
         for variant in names:
             got = samples[variant].get(name)
             if got:
-                s = summarize(got[1])
-                values[variant] = {"median": s.median, "n": s.n, "samples": got[1], "q1": s.q1,
-                                   "q3": s.q3, "min": s.low, "max": s.high}
+                pooled = [v for run in got[1] for v in run]
+                s = summarize(pooled)
+                values[variant] = {"median": s.median, "n": s.n, "runs": len(got[1]), "samples": pooled,
+                                   "run_medians": _run_medians(got[1]), "q1": s.q1, "q3": s.q3,
+                                   "min": s.low, "max": s.high}
             elif name in missing[variant]:
                 values[variant] = {"not_available": missing[variant][name]}
         metrics.append({"name": name, "label": info.label, "unit": info.unit, "better": info.better,
@@ -180,7 +191,7 @@ def _compare(metrics: list[dict], names: list[str], mode: str) -> None:
         for m in metrics:
             a, b = m["values"].get(ref, {}), m["values"].get(other, {})
             if "samples" in a and "samples" in b and m["valid_in_mode"]:
-                pairs[m["name"]] = (a["samples"], b["samples"], m["better"])
+                pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
         results = compare_all(pairs, alpha=ALPHA, deterministic=(mode == "icount"))
         for m in metrics:
             c = results.get(m["name"])
@@ -192,8 +203,9 @@ def _compare(metrics: list[dict], names: list[str], mode: str) -> None:
 def _statistics_note(mode: str) -> str:
     if mode == "icount":
         return DETERMINISTIC_REASON
-    return (f"median of all samples; Δ with its 95% bootstrap interval; * marks a change "
-            f"significant by a two-sided Mann-Whitney U test, Holm-adjusted p < {ALPHA}")
+    return (f"cells: median of all samples; Δ: difference of the medians of per-run medians "
+            f"with its 95% bootstrap interval; * marks a change significant by Welch's t-test on "
+            f"the log of the per-run medians, Holm-adjusted p < {ALPHA} over the table's metrics")
 
 
 def _variant_json(r: VariantRecord) -> dict:
@@ -205,20 +217,22 @@ def _variant_json(r: VariantRecord) -> dict:
             "runs": [{"id": o.run_id, "status": o.status, "reason": o.reason} for o in r.runs]}
 
 
-def _samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[float]]]:
-    """metric -> (unit, samples): build figures, then every sample of every run (failed
-    runs included: what they measured before failing is still a measurement)."""
+def _samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[float]]]]:
+    """metric -> (unit, samples of each run): build figures (one "run"), then the samples
+    of every run (failed runs included: what they measured before failing still counts)."""
     b = r.build
-    out: dict[str, tuple[str, list[float]]] = {
-        "build.wall": ("s", [b.wall_s]), "build.user": ("s", [b.user_s]),
-        "build.sys": ("s", [b.sys_s]),
-        "size.image": ("KiB", [b.image_bytes / 1024]), "size.vmlinux": ("KiB", [b.vmlinux_bytes / 1024]),
-        "size.text": ("KiB", [b.text / 1024]), "size.data": ("KiB", [b.data / 1024]),
-        "size.bss": ("KiB", [b.bss / 1024]),
-    }
+    built = {"build.wall": ("s", b.wall_s), "build.user": ("s", b.user_s), "build.sys": ("s", b.sys_s),
+             "size.image": ("KiB", b.image_bytes / 1024), "size.vmlinux": ("KiB", b.vmlinux_bytes / 1024),
+             "size.text": ("KiB", b.text / 1024), "size.data": ("KiB", b.data / 1024),
+             "size.bss": ("KiB", b.bss / 1024)}
+    out = {name: (unit, [[value]]) for name, (unit, value) in built.items()}
     for outcome in r.runs:
+        this_run: dict[str, list[float]] = {}
         for row in store.run_samples(outcome.run_id):
-            out.setdefault(row["metric"], (row["unit"], []))[1].append(row["value"])
+            this_run.setdefault(row["metric"], []).append(row["value"])
+            out.setdefault(row["metric"], (row["unit"], []))
+        for metric, values in this_run.items():
+            out[metric][1].append(values)
     return out
 
 

@@ -1,0 +1,245 @@
+"""The audit rule base: which option values suit which workload profile, and why.
+
+The rules are data: one TOML file per category in this package (``<category>.toml``), each
+holding ``[[rule]]`` tables. This module loads them, validates them against the schema the
+audit engine relies on, and hands them out as frozen :class:`Rule` objects.
+
+Schema of one rule (see any shipped file for examples)::
+
+    [[rule]]
+    id = "lockdep"                  # unique across all files, [a-z0-9-]+
+    title = "..."
+    category = "debugging"          # must equal the file stem
+    expect.all = { CONFIG_X = "n" } # every profile without its own entry
+    expect.latency = "skip"         # this profile is not audited
+    rationale = "..."
+    metric = "syscall.null"         # a name from measure/metrics.toml, or ""
+    expected_change = "..."
+    [[rule.evidence]]
+    source = "..."                  # seed:<file>, a URL, kconfig:<path>, kernellab:<study>
+    figure = "..."                  # the figure as published
+    verified = true                 # false needs a note saying why
+    note = "..."
+
+A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``,
+``"0x10"``), a double-quoted string (``"\\"deadline\\""``), or a list of such values.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from ..errors import LabError
+
+PROFILES = ("throughput-server", "latency", "embedded-small", "virtual-guest", "storage")
+CATEGORIES = ("debugging", "preemption-timers", "compiler", "mitigations-hardening", "memory",
+              "block-io", "tracing", "accounting", "size")
+SKIP = "skip"
+
+_ID = re.compile(r"[a-z0-9-]+")
+_OPTION = re.compile(r"CONFIG_[A-Z0-9_]+")
+# y/n/m, a decimal or hex number, or a string with its double quotes, as .config writes them.
+_VALUE = re.compile(r'[ynm]|-?[0-9]+|0x[0-9a-fA-F]+|"([^"\\]|\\.)*"')
+_TEXT_FIELDS = ("id", "title", "category", "rationale", "metric", "expected_change")
+_RULE_KEYS = set(_TEXT_FIELDS) | {"expect", "evidence"}
+_EVIDENCE_KEYS = {"source", "figure", "verified", "note"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str
+    figure: str
+    verified: bool | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    category: str
+    rationale: str
+    metric: str
+    expected_change: str
+    # Resolved for every profile in PROFILES: {option: acceptable values}, or None = not audited.
+    expect: dict[str, dict[str, tuple[str, ...]] | None]
+    evidence: tuple[Evidence, ...]
+
+    def expected_for(self, profile: str) -> dict[str, tuple[str, ...]] | None:
+        """The options this rule checks for `profile` and their acceptable values; None = skip."""
+        if profile not in PROFILES:
+            raise LabError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+        return self.expect[profile]
+
+    def options(self) -> set[str]:
+        """Every option name the rule mentions, over all profiles."""
+        return {opt for table in self.expect.values() if table for opt in table}
+
+
+def default_dir() -> Path:
+    """The directory holding the shipped rule files."""
+    return Path(str(resources.files(__package__)))
+
+
+def load_rules(directory: str | Path | None = None) -> list[Rule]:
+    """All rules of all category files in `directory` (default: the shipped ones), validated.
+
+    The shipped rule base is read once and cached; an explicit directory is read each time.
+    Raises LabError naming the file, the rule and what is wrong.
+    """
+    if directory is None:
+        return list(_shipped())
+    return _load_dir(Path(directory))
+
+
+def rules_for(profile: str, directory: str | Path | None = None) -> list[Rule]:
+    """The rules that audit `profile` (those not skipping it)."""
+    if profile not in PROFILES:
+        raise LabError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    return [r for r in load_rules(directory) if r.expect[profile] is not None]
+
+
+@cache
+def _shipped() -> tuple[Rule, ...]:
+    return tuple(_load_dir(default_dir()))
+
+
+def _load_dir(directory: Path) -> list[Rule]:
+    files = sorted(directory.glob("*.toml"))
+    if not files:
+        raise LabError(f"{directory}: no rule files (*.toml) found")
+    metrics = _metric_names()
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        for rule in _load_file(path, metrics):
+            if rule.id in seen:
+                raise LabError(f"{path.name}: {rule.id}: duplicate rule id (also in {seen[rule.id]})")
+            seen[rule.id] = path.name
+            rules.append(rule)
+    return rules
+
+
+def _metric_names() -> set[str]:
+    from ..measure.catalog import catalog
+    return set(catalog())
+
+
+def _load_file(path: Path, metrics: set[str]) -> list[Rule]:
+    name = path.name
+    if path.stem not in CATEGORIES:
+        raise LabError(f"{name}: unknown category {path.stem!r} (file name must be one of: "
+                       f"{', '.join(CATEGORIES)})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise LabError(f"{name}: not valid TOML: {e}") from None
+    extra = set(data) - {"rule"}
+    if extra:
+        raise LabError(f"{name}: unexpected top-level keys {sorted(extra)}; only [[rule]] tables")
+    raw_rules = data.get("rule", [])
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise LabError(f"{name}: no [[rule]] tables")
+    return [_parse_rule(name, path.stem, i, raw, metrics) for i, raw in enumerate(raw_rules, 1)]
+
+
+def _parse_rule(name: str, category: str, index: int, raw: dict, metrics: set[str]) -> Rule:
+    rid = raw.get("id")
+    label = rid if isinstance(rid, str) and rid else f"rule #{index}"
+
+    def fail(what: str) -> LabError:
+        return LabError(f"{name}: {label}: {what}")
+
+    for key in _TEXT_FIELDS:
+        if key not in raw:
+            raise fail(f"missing {key!r}")
+        if not isinstance(raw[key], str):
+            raise fail(f"{key!r} must be a string")
+        if key != "metric" and not raw[key].strip():
+            raise fail(f"{key!r} is empty")
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise fail(f"unknown keys {sorted(unknown)}")
+    if not _ID.fullmatch(rid):
+        raise fail("id must match [a-z0-9-]+")
+    if raw["category"] != category:
+        raise fail(f"unknown category {raw['category']!r}: a rule in {name} must have "
+                   f"category {category!r}")
+    if raw["metric"] and raw["metric"] not in metrics:
+        raise fail(f"metric {raw['metric']!r} is not in the metric catalog (measure/metrics.toml)")
+    expect = _parse_expect(raw.get("expect"), fail)
+    evidence = _parse_evidence(raw.get("evidence"), fail)
+    return Rule(id=rid, title=raw["title"], category=category, rationale=raw["rationale"],
+                metric=raw["metric"], expected_change=raw["expected_change"],
+                expect=expect, evidence=evidence)
+
+
+def _parse_expect(raw, fail) -> dict[str, dict[str, tuple[str, ...]] | None]:
+    if raw is None:
+        raise fail("missing 'expect'")
+    if not isinstance(raw, dict) or not raw:
+        raise fail("empty expect: give expect.all or at least one profile")
+    unknown = set(raw) - set(PROFILES) - {"all"}
+    if unknown:
+        raise fail(f"unknown profile {sorted(unknown)[0]!r} in expect (known: all, "
+                   f"{', '.join(PROFILES)})")
+    tables = {key: _parse_table(key, value, fail) for key, value in raw.items()}
+    default = tables.get("all")
+    resolved = {p: tables[p] if p in tables else default for p in PROFILES}
+    if all(v is None for v in resolved.values()):
+        raise fail("empty expect: every profile is skipped")
+    return resolved
+
+
+def _parse_table(key: str, value, fail) -> dict[str, tuple[str, ...]] | None:
+    if value == SKIP:
+        return None
+    if not isinstance(value, dict):
+        raise fail(f"expect.{key} must be a table of options or \"skip\"")
+    if not value:
+        raise fail(f"empty expect: expect.{key} names no option")
+    table = {}
+    for option, accepted in value.items():
+        if not _OPTION.fullmatch(option):
+            raise fail(f"option name {option!r} in expect.{key} does not match CONFIG_[A-Z0-9_]+")
+        values = tuple(accepted) if isinstance(accepted, list) else (accepted,)
+        if not values:
+            raise fail(f"{option} in expect.{key} has an empty list of values")
+        for v in values:
+            if not isinstance(v, str) or not _VALUE.fullmatch(v):
+                raise fail(f"{option} in expect.{key}: value {v!r} is not as written in .config "
+                           "(y, n, m, a number, or a double-quoted string, given as a TOML string)")
+        table[option] = values
+    return table
+
+
+def _parse_evidence(raw, fail) -> tuple[Evidence, ...]:
+    if not raw:
+        raise fail("missing evidence: at least one [[rule.evidence]] is required")
+    if not isinstance(raw, list):
+        raise fail("evidence must be an array of tables ([[rule.evidence]])")
+    items = []
+    for i, ev in enumerate(raw, 1):
+        if not isinstance(ev, dict):
+            raise fail(f"evidence #{i} is not a table")
+        unknown = set(ev) - _EVIDENCE_KEYS
+        if unknown:
+            raise fail(f"evidence #{i}: unknown keys {sorted(unknown)}")
+        for key in ("source", "figure"):
+            if not isinstance(ev.get(key), str) or not ev[key].strip():
+                raise fail(f"evidence #{i}: missing or empty {key!r}")
+        verified = ev.get("verified")
+        if verified is not None and not isinstance(verified, bool):
+            raise fail(f"evidence #{i}: 'verified' must be true or false")
+        note = ev.get("note", "")
+        if not isinstance(note, str):
+            raise fail(f"evidence #{i}: 'note' must be a string")
+        if verified is False and not note.strip():
+            raise fail(f"evidence #{i}: verified = false needs a note saying what could not be checked")
+        items.append(Evidence(ev["source"], ev["figure"], verified, note))
+    return tuple(items)
