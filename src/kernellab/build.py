@@ -93,7 +93,7 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
     if hit is not None:
         return hit
     jobs = jobs or os.cpu_count() or 1
-    tree = paths.cache_dir("build", f"{source.id}-{profile.name}-{toolchain.id}")
+    tree = build_tree(source, profile, toolchain)
     artifacts = paths.cache_dir("artifacts") / key[:20]
     artifacts.mkdir(parents=True, exist_ok=True)
     log_path = artifacts / "build.log"
@@ -128,6 +128,11 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
     tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
     tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
     return result
+
+
+def build_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Path:
+    """The build directory shared by every variant of one (source, arch, toolchain)."""
+    return paths.cache_dir("build", f"{source.id}-{profile.name}-{toolchain.id}")
 
 
 def _install_config(tree: Path, text: str) -> None:

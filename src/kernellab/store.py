@@ -115,6 +115,14 @@ class Store:
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
 
+    def finished_runs(self, build_key: str, mode: str, options: str) -> list[int]:
+        """Earlier successful runs of this very kernel with these run options: what lets an
+        interrupted bisect or sweep resume without redoing its probes."""
+        return [row["id"] for row in self.db.execute(
+            "SELECT r.id FROM runs r JOIN logs l ON l.run_id = r.id AND l.kind = 'options'"
+            " WHERE r.build_key=? AND r.mode=? AND r.status='ok' AND l.text=? ORDER BY r.id",
+            (build_key, mode, options))]
+
     def run_logs(self, run_id, kind: str) -> list[str]:
         return [row["text"] for row in self.db.execute(
             "SELECT text FROM logs WHERE run_id=? AND kind=? ORDER BY id", (run_id, kind))]

@@ -1,12 +1,20 @@
-"""Architecture profiles: data files that say how to build and boot each arch."""
+"""Architecture profiles: data files that say how to build and boot each arch.
+
+One TOML file per profile in this package. A profile without a [qemu] table is
+build-only: QEMU has no machine for it, so kernellab builds it and reports build cost
+and sizes, and refuses to boot it.
+"""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from importlib import resources
 
 from ..errors import LabError
+
+# Said by every report of a build-only variant, and by the refusal to boot one.
+BUILD_ONLY_NOTE = "build only: no QEMU machine for this arch"
 
 
 @dataclass(frozen=True)
@@ -15,7 +23,10 @@ class QemuProfile:
     package: str
     args: tuple[str, ...]
     console: str
-    disk_args: tuple[str, ...]
+    # The agent's scratch disk (wall mode); empty where the machine has no virtio.
+    disk_args: tuple[str, ...] = ()
+    # The machine's deterministic-timing arguments; None: targets.qemu's default.
+    icount_args: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -28,11 +39,39 @@ class ArchProfile:
     lab_minimal_fragment: str
     debian_config: str
     compiler_package: str
-    qemu: QemuProfile
+    qemu: QemuProfile | None
+    # The make target lab-minimal starts from: tinyconfig, or a board's defconfig where
+    # the board's platform code is what makes the kernel boot at all.
+    lab_minimal_base: str = "tinyconfig"
+    # Which agent build (agent/cross.toml) runs in the guest; empty: the profile's name.
+    agent: str = ""
+    # Kernel arguments that shorten a boot without touching what a probe measures; used
+    # only by sweep and bisect probes whose metrics are not timer or boot metrics.
+    fast_boot_args: str = ""
 
     @property
     def cc(self) -> str:
         return f"{self.cross_compile}gcc"
+
+    @property
+    def build_only(self) -> bool:
+        return self.qemu is None
+
+    @property
+    def agent_arch(self) -> str:
+        return self.agent or self.name
+
+    def require_machine(self) -> QemuProfile:
+        """The QEMU profile, or a one-line refusal for a build-only arch."""
+        if self.qemu is None:
+            raise LabError(f"cannot boot {self.name}: {BUILD_ONLY_NOTE} "
+                           "(kernellab builds it and reports build cost and sizes only)")
+        return self.qemu
+
+
+# Every field without a default must be in the file; [qemu] may be left out (build-only).
+_REQUIRED = tuple(f.name for f in fields(ArchProfile) if f.default is MISSING and f.name != "qemu")
+_QEMU_REQUIRED = ("binary", "package", "args", "console")
 
 
 def available() -> list[str]:
@@ -44,7 +83,30 @@ def load(name: str) -> ArchProfile:
     path = resources.files(__package__) / f"{name}.toml"
     if not path.is_file():
         raise LabError(f"unknown arch {name!r}: use one of {', '.join(available())}")
-    data = tomllib.loads(path.read_text())
-    qemu = data.pop("qemu")
-    return ArchProfile(**data, qemu=QemuProfile(qemu["binary"], qemu["package"], tuple(qemu["args"]),
-                                                qemu["console"], tuple(qemu.get("disk_args", ()))))
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise LabError(f"arch profile {name}.toml: not valid TOML ({exc})") from None
+    return _profile(f"arch profile {name}.toml", data)
+
+
+def _profile(origin: str, data: dict) -> ArchProfile:
+    _check_keys(origin, data, _REQUIRED, {f.name for f in fields(ArchProfile)})
+    qemu = data.pop("qemu", None)
+    return ArchProfile(**data, qemu=None if qemu is None else _qemu(f"{origin} [qemu]", qemu))
+
+
+def _qemu(origin: str, data: dict) -> QemuProfile:
+    _check_keys(origin, data, _QEMU_REQUIRED, {f.name for f in fields(QemuProfile)})
+    icount = data.get("icount_args")
+    return QemuProfile(data["binary"], data["package"], tuple(data["args"]), data["console"],
+                       tuple(data.get("disk_args", ())), None if icount is None else tuple(icount))
+
+
+def _check_keys(origin: str, data: dict, required, known: set[str]) -> None:
+    missing = [k for k in required if k not in data]
+    unknown = sorted(set(data) - known)
+    if missing:
+        raise LabError(f"{origin}: missing {', '.join(missing)}")
+    if unknown:
+        raise LabError(f"{origin}: unknown key(s) {', '.join(unknown)}")

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import arches, build as builder, sources, toolchain as toolchains
-from ..agent.compile import agent_binary
+from ..agent.compile import agent_binary, cross_targets
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
+from ..errors import LabError
 from ..initramfs import agent_initramfs
 from ..measure.console import initcalls, memory_line, milestones
 from ..sources import Source
@@ -65,6 +66,10 @@ class RunOptions:
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
     scratch_mib: int = SCRATCH_MIB  # wall mode only
 
+    def key(self, initrd: Path) -> str:
+        """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
+        return f"{self.mode} {initrd.name} {self.cmdline()}"
+
     def cmdline(self) -> str:
         words = [self.cmdline_extra]
         if self.initcalls:
@@ -76,9 +81,17 @@ class RunOptions:
 
 
 def initramfs_for(p: Prepared) -> Path:
-    """The agent's initramfs for this variant's arch and compiler. An experiment takes it
-    once, so every variant is measured by the same agent binary."""
-    return agent_initramfs(agent_binary(p.toolchain.cc, p.profile.name))
+    """The agent's initramfs for this variant's arch. An experiment takes it once, so
+    every variant is measured by the same agent binary. The agent build is the profile's
+    (agent/cross.toml), not the kernel's compiler: several profiles share one user-space
+    ABI (ppc44x and ppc32 run the ppc32 agent), and the agent needs a C library the
+    kernel's compiler may lack."""
+    p.profile.require_machine()  # a build-only arch has no guest to run the agent in
+    target = cross_targets().get(p.profile.agent_arch)
+    if target is None:
+        raise LabError(f"arch profile {p.profile.name}: no agent build {p.profile.agent_arch!r} "
+                       f"in agent/cross.toml (one of {', '.join(sorted(cross_targets()))})")
+    return agent_initramfs(agent_binary(target["cc"], p.profile.agent_arch))
 
 
 def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
@@ -94,6 +107,7 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
         argv = qemu.command(p.profile, build.image, initrd, options.mode, options.cmdline(), scratch)
         run_id = store.start_run(p.variant_id, build.key, "qemu", options.mode, argv)
         store.add_log("initramfs", initrd.name, run_id=run_id)  # names the agent binary's hash
+        store.add_log("options", options.key(initrd), run_id=run_id)
         count = 0
 
         def on_record(record):

@@ -1,0 +1,188 @@
+"""Which options make BAD slower than GOOD on a metric, and by how much.
+
+Adaptive group testing over the options in which the two resolved configs differ: a
+set of options is split in half only if applying it moves the metric, so one culprit
+among n options costs two endpoint probes plus ceil(log2 n) halvings, and culprits that
+each add part of the effect are all found. Every probe is GOOD plus some of BAD's
+values, resolved by olddefconfig; when resolution pulls an option in or leaves one out,
+the split follows what the kernel actually built, and the report says so. Each culprit
+is then measured alone on GOOD and alone removed from BAD, and what the culprits do not
+explain on their own is reported as interaction.
+
+The order of options and of probes depends only on the inputs, so the same inputs give
+the same sequence of probes; with the store, an interrupted bisect redoes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from ..errors import LabError
+from ..measure.catalog import describe
+from ..store import Store
+from . import lab
+from .probe import Probe, Prober, differing, distinguishable
+from .spec import VariantSpec
+
+WALL_MAX_RUNS = 8
+
+
+@dataclass
+class Culprit:
+    option: str
+    value: str
+    alone_on_good: float | None = None     # metric change when set alone on GOOD
+    removed_from_bad: float | None = None  # metric change when reverted alone on BAD
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BisectResult:
+    metric: str
+    unit: str
+    mode: str
+    good: float
+    bad: float
+    candidates: int
+    culprits: list[Culprit]
+    interaction: float | None
+    builds: int
+    boots: int
+    wall_s: float
+    probes: list[dict]
+    adjustments: list[str]
+
+    def to_dict(self) -> dict:
+        return {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()}
+
+
+class Bisector:
+    """The search itself, over a prober (anything with .probe(label, settings, runs),
+    .more_runs(probe, runs=), .builds, .boots, .probes) and the target values."""
+
+    def __init__(self, prober, target: dict[str, str], metric: str, mode: str = "icount",
+                 threshold_pct: float = 2.0, log=print):
+        self.prober, self.target, self.metric = prober, target, metric
+        self.mode, self.threshold, self.log = mode, threshold_pct, log
+        self.better = describe(metric, "").better
+        self.adjustments: list[str] = []
+        self.culprits: list[Culprit] = []
+
+    @classmethod
+    def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
+                     mode: str = "icount", threshold_pct: float = 2.0, log=print) -> "Bisector":
+        if good.source != bad.source or good.arch != bad.arch:
+            raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
+        good_p, bad_p = lab.prepare(good, store), lab.prepare(bad, store)
+        target = differing(good_p.config.values, bad_p.config.values)
+        prober = Prober(store, good.source, good.arch, good_p.config.text, [metric], mode, log=log)
+        return cls(prober, target, metric, mode, threshold_pct, log)
+
+    def run(self) -> BisectResult:
+        start = time.monotonic()
+        if not self.target:
+            raise LabError("GOOD and BAD resolve to the same config: nothing to bisect")
+        good = self._probe("good", {})
+        bad = self._probe("bad", self.target)
+        candidates = [o for o in self.target if self._applied(bad, o)]
+        missing = sorted(set(self.target) - set(candidates))
+        if missing:
+            self.adjustments.append(f"{len(missing)} option(s) of BAD do not apply on GOOD as a whole "
+                                    f"(derived or unset by olddefconfig): {', '.join(missing[:8])}")
+        self.log(f"{len(candidates)} candidate option(s); {self.metric}: good {good.value(self.metric):.4g}, "
+                 f"bad {bad.value(self.metric):.4g}")
+        if self._differs(good, bad):
+            self._explore(candidates, {}, good, bad)
+        for culprit in self.culprits:
+            self._contributions(culprit, good, bad)
+        explained = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
+        total = bad.value(self.metric) - good.value(self.metric)
+        return BisectResult(
+            self.metric, describe(self.metric, "").unit, self.mode, good.value(self.metric),
+            bad.value(self.metric), len(candidates), self.culprits,
+            total - sum(explained) if self.culprits else None, self.prober.builds, self.prober.boots,
+            time.monotonic() - start,
+            [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
+              "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached}
+             for p in self.prober.probes], self.adjustments)
+
+    # -- search --------------------------------------------------------------------
+
+    def _explore(self, cands: list[str], base: dict[str, str], low: Probe, high: Probe,
+                 carried: tuple[str, ...] = ()) -> None:
+        """`low` is GOOD + base, `high` is GOOD + base + cands; they differ on the metric.
+        `carried`: options taken out of the search because they only apply along with
+        others in `cands`; every probe still asks for them, so they come with whichever
+        culprit they need."""
+        if len(cands) == 1:
+            culprit = Culprit(cands[0], self.target[cands[0]])
+            if carried:
+                culprit.notes.append(f"found with {', '.join(carried)}, which olddefconfig would "
+                                     "not set without the rest of BAD")
+            self.culprits.append(culprit)
+            self.log(f"culprit: {cands[0]}={self.target[cands[0]]}")
+            return
+        half = cands[: len(cands) // 2]
+        # Carried options ride along in every probe: they apply whenever what they need does.
+        asked = {**base, **{o: self.target[o] for o in (*half, *carried)}}
+        mid = self._probe(f"{len(base)}+{len(half)}", asked)
+        left = [o for o in cands if self._applied(mid, o)]
+        right = [o for o in cands if o not in left]
+        if left != half:
+            self.adjustments.append(
+                f"probe {mid.label}: asked {len(half)} option(s), olddefconfig applied {len(left)} of the "
+                f"candidates ({', '.join(sorted(set(left) ^ set(half))[:6])} moved)")
+        if not left:
+            # Nothing of this half applies without the other half: these options follow
+            # the others (selected, or depending on them); search the others.
+            self._explore(cands[len(half):], base, low, high, carried + tuple(half))
+            return
+        if not right:
+            # The half pulled in all the rest: the rest follows it; search the half.
+            self._explore(half, base, low, mid, carried + tuple(cands[len(half):]))
+            return
+        if self._differs(low, mid):
+            self._explore(left, base, low, mid, carried)
+        if self._differs(mid, high):
+            self._explore(right, {**base, **{o: self.target[o] for o in left}}, mid, high, carried)
+
+    def _contributions(self, culprit: Culprit, good: Probe, bad: Probe) -> None:
+        options = culprit.option.split("+")
+        alone = self._probe(f"alone:{culprit.option}", {o: self.target[o] for o in options})
+        if all(self._applied(alone, o) for o in options):
+            culprit.alone_on_good = alone.value(self.metric) - good.value(self.metric)
+        else:
+            culprit.notes.append("cannot be set alone on GOOD: " +
+                                 "; ".join(f"asked {d['option']}={d['asked']}, got {d['got']}" for d in alone.dropped))
+        without = {o: v for o, v in self.target.items() if o not in options}
+        removed = self._probe(f"without:{culprit.option}", without)
+        culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
+
+    # -- probes and verdicts ---------------------------------------------------------
+
+    def _probe(self, label: str, settings: dict[str, str]) -> Probe:
+        digest = hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]
+        probe = self.prober.probe(f"{label}@{digest}", settings, runs=1 if self.mode == "icount" else 3)
+        self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
+                 f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
+                 f"{probe.boots} boot(s))")
+        return probe
+
+    def _applied(self, probe: Probe, option: str) -> bool:
+        return probe.config.get(option, "n") == self.target[option]
+
+    def _differs(self, low: Probe, high: Probe) -> bool:
+        """Wall mode: more runs of both until the verdict is clear or the cap is reached;
+        an unclear verdict at the cap counts as no difference, and is recorded."""
+        m = self.metric
+        while True:
+            verdict = distinguishable(low.runs[m], high.runs[m], self.better, self.mode, self.threshold)
+            if verdict is not None:
+                return verdict
+            if len(low.runs[m]) >= WALL_MAX_RUNS and len(high.runs[m]) >= WALL_MAX_RUNS:
+                self.adjustments.append(f"{low.label} vs {high.label}: unclear after {WALL_MAX_RUNS} runs each")
+                return False
+            for p in (low, high):
+                self.prober.more_runs(p, runs=min(WALL_MAX_RUNS, len(p.runs[m]) + 1))

@@ -1,0 +1,150 @@
+"""Measure one configuration for attribution (sweep, bisect): resolve it on a base,
+build it in the shared build tree, boot it for the chosen metrics, or reuse all of that
+from the store when the same kernel was already measured the same way."""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass, field
+
+from .. import arches, paths
+from ..build import Build
+from ..errors import LabError
+from ..measure.catalog import describe
+from ..stats import compare_samples
+from ..store import Store
+from . import lab
+from .spec import VariantSpec
+
+BUILD_METRICS = {"build.wall", "build.user", "build.sys", "size.image", "size.vmlinux",
+                 "size.text", "size.data", "size.bss"}
+
+
+@dataclass
+class Probe:
+    label: str
+    requested: dict[str, str]     # options set on top of the base config
+    config: dict[str, str]        # the resolved config
+    dropped: list[dict]           # requests olddefconfig did not keep
+    build: Build
+    runs: dict[str, list[float]]  # metric -> one value (median of repeats) per run
+    boots: int = 0                # boots this probe cost now (reused runs cost none)
+
+    def value(self, metric: str) -> float:
+        return statistics.median(self.runs[metric])
+
+
+@dataclass
+class Prober:
+    """Builds and boots probes; counts the builds and boots it really performed."""
+    store: Store
+    source: str
+    arch: str
+    base_text: str                # the resolved config every probe starts from
+    metrics: list[str]
+    mode: str = "icount"
+    timeout_s: float = lab.DEFAULT_TIMEOUT_S
+    log: object = print
+    builds: int = 0
+    boots: int = 0
+    probes: list[Probe] = field(default_factory=list)
+
+    def __post_init__(self):
+        unknown = [m for m in self.metrics if describe(m, "").group == "other"]
+        if unknown:
+            raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/measure/metrics.toml")
+        digest = hashlib.sha256(self.base_text.encode()).hexdigest()[:16]
+        self.base_path = paths.cache_dir("attribution") / f"base-{digest}.config"
+        if not self.base_path.exists():
+            self.base_path.write_text(self.base_text)
+        agent = [m for m in self.metrics if describe(m, "").clock in ("guest", "count")
+                 and not m.startswith(("boot.", "mem.kernel."))]
+        self.needs_boot = any(m not in BUILD_METRICS for m in self.metrics)
+        # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
+        words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
+        if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
+            words.append(arches.load(self.arch).fast_boot_args)
+        self.options = lab.RunOptions(self.mode, self.timeout_s, scratch_mib=lab.SCRATCH_MIB,
+                                      cmdline_extra=" ".join(w for w in words if w))
+
+    def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe:
+        options = [f"{name}={value}" for name, value in sorted(settings.items())]
+        spec = VariantSpec(f"probe:{label}", str(self.base_path), [], options, self.source, self.arch)
+        prepared = lab.prepare(spec, self.store)
+        build = lab.ensure_built(prepared, self.store, log=None)
+        self.builds += not build.cached
+        result = Probe(label, dict(settings), prepared.config.values, prepared.config.dropped, build,
+                       {m: [] for m in self.metrics})
+        self._add_build_metrics(result)
+        if self.needs_boot:
+            self.more_runs(result, prepared, runs)
+        self.probes.append(result)
+        return result
+
+    def more_runs(self, probe: Probe, prepared=None, runs: int = 1) -> None:
+        """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
+        prepared = prepared or lab.prepare(VariantSpec(
+            f"probe:{probe.label}", str(self.base_path), [],
+            [f"{n}={v}" for n, v in sorted(probe.requested.items())], self.source, self.arch), self.store)
+        initrd = lab.initramfs_for(prepared)
+        have = len(next(iter(probe.runs.values()))) if self.metrics else 0
+        reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd))
+        while have < runs:
+            if have < len(reusable):
+                run_id = reusable[have]
+            else:
+                outcome = lab.run(prepared, probe.build, self.store, self.options, initrd)
+                self.boots += 1
+                probe.boots += 1
+                if outcome.status != "ok":
+                    raise LabError(f"probe {probe.label} run {outcome.run_id} {outcome.status}: "
+                                   f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
+                run_id = outcome.run_id
+            self._add_run(probe, run_id)
+            have += 1
+
+    def _add_build_metrics(self, probe: Probe) -> None:
+        b = probe.build
+        figures = {"build.wall": b.wall_s, "build.user": b.user_s, "build.sys": b.sys_s,
+                   "size.image": b.image_bytes / 1024, "size.vmlinux": b.vmlinux_bytes / 1024,
+                   "size.text": b.text / 1024, "size.data": b.data / 1024, "size.bss": b.bss / 1024}
+        for m in self.metrics:
+            if m in BUILD_METRICS:
+                probe.runs[m].append(figures[m])
+
+    def _add_run(self, probe: Probe, run_id: int) -> None:
+        by_metric: dict[str, list[float]] = {}
+        for row in self.store.run_samples(run_id):
+            by_metric.setdefault(row["metric"], []).append(row["value"])
+        for m in self.metrics:
+            if m in BUILD_METRICS:
+                continue
+            if m not in by_metric:
+                raise LabError(f"probe {probe.label}: run {run_id} measured no {m} "
+                               f"(not available in this kernel? see `kernellab log {run_id}`)")
+            probe.runs[m].append(statistics.median(by_metric[m]))
+
+
+def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:
+    """Options whose value differs between two resolved configs -> BAD's value
+    (an option a config does not mention counts as "n")."""
+    return {name: bad.get(name, "n") for name in sorted(set(good) | set(bad))
+            if good.get(name, "n") != bad.get(name, "n")}
+
+
+def distinguishable(low: list[float], high: list[float], better: str, mode: str,
+                    min_pct: float, alpha: float = 0.05) -> bool | None:
+    """Does `high` differ from `low` by at least min_pct % of low? True / False, or None
+    when wall-mode noise does not let us say yet (another run would help)."""
+    ref = statistics.median(low)
+    delta = statistics.median(high) - ref
+    big = ref != 0 and abs(delta) / abs(ref) * 100 >= min_pct
+    if mode == "icount":
+        return big  # deterministic: the difference is exact
+    c = compare_samples(low, high, better)
+    if not c.testable:
+        return None
+    if c.p_value < alpha:
+        return big
+    return False if not big else None

@@ -1,0 +1,119 @@
+"""One option at a time: flip each option from a baseline and rank the flips by their
+effect on the chosen metrics (the method of the study in 003_00a8a1bb4e5d5f26.txt).
+
+Flips build incrementally in the shared build tree and kbuild recompiles only what
+depends on the flipped option; ccache, keyed on the preprocessed source, makes a
+configuration that comes back cheap. Some options sit in headers nearly every file
+includes, so the flips run cheapest first, by the number of objects in the build tree
+whose recorded dependencies name the option (kbuild's .cmd files).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..build import build_tree
+from ..errors import LabError
+from ..measure.catalog import describe
+from ..stats import compare_samples
+from ..store import Store
+from . import lab
+from .probe import Probe, Prober, differing
+from .spec import VariantSpec
+
+_CONFIG_DEP = re.compile(r"include/config/([A-Za-z0-9_]+)\)")
+
+
+@dataclass
+class Flip:
+    option: str
+    value: str
+    rebuild_objects: int          # objects whose dependencies name the option
+    also_changed: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    effects: dict[str, dict] = field(default_factory=dict)   # metric -> comparison
+    build_s: float = 0.0
+    built: bool = False
+
+
+@dataclass
+class SweepResult:
+    mode: str
+    metrics: list[str]
+    baseline: dict[str, float]
+    flips: list[Flip]
+    builds: int
+    boots: int
+    wall_s: float
+
+    def ranked(self, metric: str) -> list[Flip]:
+        def size(f: Flip) -> float:
+            pct = f.effects.get(metric, {}).get("delta_pct")
+            return -abs(pct) if pct is not None else 0.0
+        return sorted(self.flips, key=size)
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "metrics": self.metrics, "baseline": self.baseline,
+                "builds": self.builds, "boots": self.boots, "wall_s": self.wall_s,
+                "flips": [f.__dict__ for f in self.flips]}
+
+
+def rebuild_cost(build_tree: Path, options: list[str]) -> dict[str, int]:
+    """How many objects of an existing build tree depend on each option."""
+    wanted = {o.removeprefix("CONFIG_") for o in options}
+    counts: Counter[str] = Counter()
+    for root, _dirs, files in os.walk(build_tree):
+        for name in files:
+            if name.endswith(".o.cmd"):
+                text = Path(root, name).read_text(errors="replace")
+                counts.update(set(_CONFIG_DEP.findall(text)) & wanted)
+    return {o: counts.get(o.removeprefix("CONFIG_"), 0) for o in options}
+
+
+def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, str]:
+    out = {}
+    for raw in toggles:
+        name = raw if raw.startswith("CONFIG_") else f"CONFIG_{raw}"
+        current = base.get(name, "n")
+        if current not in ("y", "m", "n"):
+            raise LabError(f"--toggle {name}: not a bool/tristate option (it is {current}); "
+                           "use a fragment to set it")
+        out[name] = "n" if current in ("y", "m") else "y"
+    return out
+
+
+def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
+          mode: str = "icount", runs: int | None = None, log=print) -> SweepResult:
+    start = time.monotonic()
+    prepared = lab.prepare(base, store)
+    prober = Prober(store, base.source, base.arch, prepared.config.text, metrics, mode, log=log)
+    runs = runs or (1 if mode == "icount" else 5)
+    baseline = prober.probe("baseline", {}, runs)
+    costs = rebuild_cost(build_tree(prepared.source, prepared.profile, prepared.toolchain), list(flips))
+    order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
+    results = []
+    for option in order:
+        flip = Flip(option, flips[option], costs.get(option, 0))
+        log(f"flip {option}={flips[option]} (about {flip.rebuild_objects} objects to rebuild)")
+        probe = prober.probe(f"flip:{option}={flips[option]}", {option: flips[option]}, runs)
+        _describe_flip(flip, prepared.config.values, probe)
+        for m in metrics:
+            c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
+                                deterministic=(mode == "icount"))
+            flip.effects[m] = c.to_dict()
+        results.append(flip)
+    return SweepResult(mode, metrics, {m: baseline.value(m) for m in metrics}, results,
+                       prober.builds, prober.boots, time.monotonic() - start)
+
+
+def _describe_flip(flip: Flip, base: dict[str, str], probe: Probe) -> None:
+    """What the kernel really built: the flip, what came with it, what it refused."""
+    if probe.config.get(flip.option, "n") != flip.value:
+        flip.dropped = [f"asked {d['option']}={d['asked']}, got {d['got']}" for d in probe.dropped]
+    flip.also_changed = [f"{o}={v}" for o, v in differing(base, probe.config).items() if o != flip.option]
+    flip.build_s, flip.built = probe.build.wall_s, not probe.build.cached

@@ -1,0 +1,60 @@
+"""Text views of sweep and bisect results."""
+
+from __future__ import annotations
+
+from ..measure.catalog import describe
+from . import fmt_value
+
+MODE_WORDS = {"icount": "icount mode (QEMU TCG, guest time counts instructions; exact, not a hardware figure)",
+              "wall": "wall mode (QEMU TCG, host time; emulated and noisy, not a hardware figure)"}
+
+
+def bisect_text(r: dict) -> str:
+    unit = r["unit"]
+    total = r["bad"] - r["good"]
+    lines = [f"bisect on {r['metric']} ({unit}), {MODE_WORDS[r['mode']]}",
+             f"good {fmt_value(r['good'], unit)}, bad {fmt_value(r['bad'], unit)}: "
+             f"{_pct(total, r['good'])} over {r['candidates']} differing option(s)"]
+    if not r["culprits"]:
+        lines.append("no option moves the metric by the threshold: no culprit")
+    for c in r["culprits"]:
+        alone = "-" if c["alone_on_good"] is None else f"{c['alone_on_good']:+.4g} {unit} ({_pct(c['alone_on_good'], r['good'])})"
+        removed = "-" if c["removed_from_bad"] is None else f"{c['removed_from_bad']:+.4g} {unit}"
+        lines.append(f"  culprit {c['option']}={c['value']}: alone on good {alone}; removed from bad {removed}")
+        lines += [f"    note: {n}" for n in c["notes"]]
+    if r["interaction"] is not None:
+        lines.append(f"  interaction (what the culprits alone do not explain): {r['interaction']:+.4g} {unit}")
+    for a in r["adjustments"]:
+        lines.append(f"  resolution: {a}")
+    built = [p for p in r["probes"] if p["built"]]
+    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} probe(s), "
+                 f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(p['build_s'] for p in built):.0f}-"
+                                                f"{max(p['build_s'] for p in built):.0f} s" if built else ""))
+    return "\n".join(lines) + "\n"
+
+
+def sweep_text(r: dict) -> str:
+    lines = [f"sweep over {len(r['flips'])} option(s), {MODE_WORDS[r['mode']]}"]
+    for metric in r["metrics"]:
+        unit = describe(metric, "").unit
+        lines.append(f"\n{metric} ({unit}), baseline {fmt_value(r['baseline'][metric], unit)}; ranked by effect:")
+        ranked = sorted(r["flips"], key=lambda f: -abs(f["effects"][metric].get("delta_pct") or 0))
+        for f in ranked:
+            c = f["effects"][metric]
+            interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%{'*' if c.get('significant') else ''}"
+                        if c.get("ci_low_pct") is not None else "")
+            delta = "-" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f}%"
+            lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']})")
+    lines.append("\nwhat each flip really changed:")
+    for f in r["flips"]:
+        extra = f"; also {', '.join(f['also_changed'][:6])}" + (" ..." if len(f["also_changed"]) > 6 else "") \
+            if f["also_changed"] else ""
+        refused = f"; NOT APPLIED: {'; '.join(f['dropped'])}" if f["dropped"] else ""
+        lines.append(f"  {f['option']}={f['value']}: ~{f['rebuild_objects']} objects depend on it, "
+                     f"{'built in' if f['built'] else 'cached build of'} {f['build_s']:.0f} s{extra}{refused}")
+    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s wall")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(delta: float, reference: float) -> str:
+    return "n/a %" if reference == 0 else f"{100 * delta / abs(reference):+.1f}%"

@@ -1,0 +1,116 @@
+"""The bisect search on a simulated kernel: no builds, exact bookkeeping of probes."""
+
+import statistics
+from dataclasses import dataclass, field
+
+import pytest
+
+from kernellab.experiments.bisect import Bisector
+
+
+@dataclass
+class FakeBuild:
+    cached: bool = False
+    wall_s: float = 1.0
+
+
+@dataclass
+class FakeProbe:
+    label: str
+    requested: dict
+    config: dict
+    dropped: list
+    runs: dict
+    build: FakeBuild = field(default_factory=FakeBuild)
+    boots: int = 1
+
+    def value(self, metric):
+        return statistics.median(self.runs[metric])
+
+
+class FakeProber:
+    """A 'kernel' whose metric is 1000 ns plus each culprit's cost; `requires` makes an
+    option apply only together with another one, as olddefconfig would."""
+
+    def __init__(self, costs, requires=None, metric="proc.fork_exit"):
+        self.costs, self.requires, self.metric = costs, requires or {}, metric
+        self.builds = self.boots = 0
+        self.probes, self.sequence = [], []
+
+    def probe(self, label, settings, runs=1):
+        applied = {o: v for o, v in settings.items()
+                   if all(r in settings for r in self.requires.get(o, ()))}
+        dropped = [{"option": o, "asked": v, "got": "n"} for o, v in settings.items() if o not in applied]
+        value = 1000.0 + sum(self.costs.get(o, 0.0) for o in applied)
+        p = FakeProbe(label, dict(settings), applied, dropped, {self.metric: [value]})
+        self.builds += 1
+        self.boots += 1
+        self.probes.append(p)
+        self.sequence.append(tuple(sorted(settings)))
+        return p
+
+    def more_runs(self, probe, runs=1):
+        raise AssertionError("icount never needs more runs")
+
+
+def options(n):
+    return {f"CONFIG_OPT{i:02d}": "y" for i in range(n)}
+
+
+def bisect(prober, target):
+    return Bisector(prober, target, "proc.fork_exit", "icount", threshold_pct=2.0, log=lambda m: None).run()
+
+
+def test_one_culprit_among_64_within_8_build_boot_cycles():
+    target = options(64)
+    prober = FakeProber({"CONFIG_OPT37": 800.0})
+    result = Bisector(prober, target, "proc.fork_exit", "icount", log=lambda m: None).run()
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT37"]
+    search = [p for p in prober.probes if not p.label.startswith(("alone:", "without:"))]
+    assert len(search) <= 8  # ceil(log2 64) + 2
+    assert result.culprits[0].alone_on_good == pytest.approx(800.0)
+    assert result.culprits[0].removed_from_bad == pytest.approx(800.0)
+    assert result.interaction == pytest.approx(0.0)
+
+
+def test_two_culprits_each_with_its_contribution():
+    prober = FakeProber({"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0})
+    result = bisect(prober, options(20))
+    assert {c.option: c.alone_on_good for c in result.culprits} == {"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0}
+    assert result.good == 1000.0 and result.bad == 1800.0
+
+
+def test_small_effects_below_the_threshold_are_not_culprits():
+    prober = FakeProber({"CONFIG_OPT05": 5.0, "CONFIG_OPT09": 900.0})  # 0.5% of good
+    assert [c.option for c in bisect(prober, options(16)).culprits] == ["CONFIG_OPT09"]
+
+
+def test_same_inputs_same_probe_sequence():
+    first, second = FakeProber({"CONFIG_OPT11": 100.0}), FakeProber({"CONFIG_OPT11": 100.0})
+    bisect(first, options(32))
+    bisect(second, options(32))
+    assert first.sequence == second.sequence
+
+
+def test_an_option_that_needs_another_is_followed_and_recorded():
+    # OPT02 only applies with OPT30: the first half cannot carry it alone.
+    prober = FakeProber({"CONFIG_OPT02": 700.0}, requires={"CONFIG_OPT02": ["CONFIG_OPT30"]})
+    result = bisect(prober, options(32))
+    # OPT02 cannot be set without OPT30: the search follows OPT30, which carries it.
+    (culprit,) = result.culprits
+    assert culprit.option == "CONFIG_OPT30" and "CONFIG_OPT02" in culprit.notes[0]
+    assert culprit.alone_on_good == 0.0 and culprit.removed_from_bad == 700.0
+    assert any("moved" in a for a in result.adjustments)
+
+
+def test_options_that_only_follow_others_are_not_culprits():
+    # Like LOCKDEP selected by PROVE_LOCKING: the derived option cannot be set by itself.
+    prober = FakeProber({"CONFIG_OPT09": 600.0, "CONFIG_OPT10": 0.0},
+                        requires={"CONFIG_OPT10": ["CONFIG_OPT09"]})
+    result = bisect(prober, options(16))
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT09"]
+
+
+def test_no_difference_no_culprit():
+    result = bisect(FakeProber({}), options(8))
+    assert result.culprits == [] and result.interaction is None
