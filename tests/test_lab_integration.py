@@ -45,23 +45,26 @@ def test_icount_reruns_are_identical_and_milestones_ordered(minimal, store):
     assert first["meminfo.MemTotal"][0] > 0
 
 
-def stub_initrd(tmp_path, hang: bool):
-    """An initramfs whose /init reports one sample and then hangs or exits."""
-    records = "\n".join([frame("seq=0 t=hello v=1 agent=stub"),
-                         frame("seq=1 t=sample metric=syscall.null unit=ns rep=0 iters=1 value=42.000")]) + "\n"
-    binary = tmp_path / "stub"
+STUB_RECORDS = [frame("seq=0 t=hello v=1 agent=stub"),
+                frame("seq=1 t=sample metric=syscall.null unit=ns rep=0 iters=1 value=42.000")]
+
+
+def stub_initrd(tmp_path, ending: str, records=STUB_RECORDS):
+    """An initramfs whose /init prints `records` and then hangs, reboots or exits."""
+    binary = tmp_path / f"stub-{ending}"
     src = __file__.rsplit("/", 1)[0] + "/guest/stub_init.c"
-    flags = ["-DHANG"] if hang else []
-    subprocess.run(["gcc", "-static", "-O2", *flags, f"-DRECORDS={json.dumps(records)}", "-o", str(binary), src],
+    flags = {"hang": ["-DHANG"], "reboot": ["-DREBOOT"], "exit": []}[ending]
+    text = "\n".join(records) + "\n"
+    subprocess.run(["gcc", "-static", "-O2", *flags, f"-DRECORDS={json.dumps(text)}", "-o", str(binary), src],
                    check=True)
-    initrd = tmp_path / "stub.cpio"
+    initrd = tmp_path / f"stub-{ending}.cpio"
     initrd.write_bytes(build_cpio({"init": (0o100755, binary.read_bytes())}))
     return initrd
 
 
 def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20), initrd=stub_initrd(tmp_path, hang=True))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20), initrd=stub_initrd(tmp_path, "hang"))
     assert outcome.status == "timeout"
     assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
     assert "Run /init as init process" in store.run_log(outcome.run_id)
@@ -71,7 +74,7 @@ def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store,
 
 def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120), initrd=stub_initrd(tmp_path, hang=False))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120), initrd=stub_initrd(tmp_path, "exit"))
     assert outcome.status == "panic"
     assert "Attempted to kill init" in outcome.reason
     assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
@@ -145,3 +148,19 @@ def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_ne
         assert metrics[name]["values"]["base"]["median"] > 0
         assert "nounix" not in metrics[name]["delta_pct"]
     assert metrics["syscall.null"]["values"]["nounix"]["median"] > 0
+
+
+def test_timings_from_a_tick_resolution_clock_are_refused(minimal, store, tmp_path):
+    """A kernel left on jiffies (TSC calibration failed, no HPET) would turn every latency
+    into 0 or a tick: the run says so and keeps only the quantities, not the timings."""
+    records = [frame("seq=0 t=hello v=1 agent=stub"),
+               frame("seq=1 t=meta key=clocksource value=refined-jiffies"),
+               frame("seq=2 t=sample metric=syscall.null unit=ns rep=0 iters=16 value=0.062"),
+               frame("seq=3 t=sample metric=mem.alloc_max unit=MiB rep=0 iters=1 value=231"),
+               frame("seq=4 t=end records=4")]
+    prepared, build = minimal
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120),
+                      initrd=stub_initrd(tmp_path, "reboot", records))
+    assert outcome.status == "coarse-clock" and "refined-jiffies" in outcome.reason
+    got = samples(store, outcome.run_id)
+    assert "syscall.null" not in got and got["mem.alloc_max"] == [231.0]

@@ -1,11 +1,13 @@
 /*
- * A stand-in /init for failure tests: it reports one framed sample, as the agent would,
- * then either hangs forever (-DHANG) or exits, which makes the kernel panic
- * ("Attempted to kill init").  RECORDS is the framed lines, passed in by the test.
+ * A stand-in /init for the host's failure paths: it prints RECORDS (framed lines passed
+ * in by the test, as the agent would print them), then hangs forever (-DHANG), reboots
+ * like the agent does (-DREBOOT), or exits, which makes the kernel panic ("Attempted to
+ * kill init").
  */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/reboot.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,9 @@ int main(void)
 #ifdef HANG
 	for (;;)
 		pause();
+#endif
+#ifdef REBOOT
+	reboot(RB_AUTOBOOT);
 #endif
 	return 0;
 }

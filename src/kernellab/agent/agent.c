@@ -2437,6 +2437,26 @@ static void report_unknown_names(const char *only)
 	}
 }
 
+/*
+ * Every timing rests on the kernel's clocksource.  Under emulation the TSC can fail
+ * its calibration and leave the kernel on jiffies, whose 1-10 ms steps turn every
+ * latency into 0 or a tick: the host refuses such timings, so say which one it is.
+ */
+static void report_clocksource(void)
+{
+	char name[64] = "unknown";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+
+	if (f) {
+		if (!fgets(name, sizeof(name), f))
+			snprintf(name, sizeof(name), "unknown");
+		name[strcspn(name, "\n")] = '\0';
+		if (fclose(f) != 0)
+			warn("closing current_clocksource: %s", strerror(errno));
+	}
+	emit("t=meta key=clocksource value=%s", sanitize(name));
+}
+
 static void run_suite(const struct options *o, const char *workdir)
 {
 	struct utsname u;
@@ -2456,6 +2476,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	     (long long)res.tv_sec * 1000000000 + res.tv_nsec, o->repeats, o->target_us,
 	     o->idle_ms, sanitize(block_dev), o->block_mb);
 	report_unknown_names(o->only);
+	report_clocksource();
 
 	overhead.clock_ns = clock_overhead_ns();
 	overhead.loop_ns = loop_overhead_ns();

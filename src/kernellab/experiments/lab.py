@@ -12,6 +12,7 @@ from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..initramfs import agent_initramfs
+from ..measure.catalog import describe
 from ..measure.console import initcalls, memory_line, milestones
 from ..sources import Source
 from ..store import Store
@@ -19,6 +20,7 @@ from ..targets import qemu
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
+COARSE_CLOCKSOURCES = ("jiffies", "refined-jiffies")
 SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
 
 
@@ -110,10 +112,18 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
         store.add_log("options", options.key(initrd), run_id=run_id)
         count = 0
 
+        coarse_clock = None
+
         def on_record(record):
-            nonlocal count
+            nonlocal count, coarse_clock
             f = record.fields
-            if record.type == "sample":
+            if record.type == "meta" and f.get("key") == "clocksource":
+                store.add_log("clocksource", f.get("value", ""), run_id=run_id)
+                if f.get("value") in COARSE_CLOCKSOURCES:
+                    coarse_clock = f["value"]
+            elif record.type == "sample":
+                if coarse_clock and describe(f["metric"], f["unit"]).clock == "guest":
+                    return  # a tick-resolution timing is not a measurement
                 store.add_sample(run_id, f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
                                  float(f["value"]))
                 count += 1
@@ -130,6 +140,11 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
     store.add_log("console", result.console_log, run_id=run_id)
     if result.rejected:
         store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
+    if coarse_clock and result.status == "ok":
+        result.status = "coarse-clock"
+        result.reason = (f"the guest kernel timed with the {coarse_clock} clocksource (tick resolution): "
+                         "its timings were discarded; give it a reference clock (e.g. CONFIG_ACPI for "
+                         "the HPET and PM timer on x86) or use --mode icount")
     store.finish_run(run_id, result.status, result.reason)
     return RunOutcome(run_id, result.status, result.reason, count)
 
