@@ -63,3 +63,18 @@ def test_bisect_finds_two_culprits_and_their_contributions(minimal, store):
         assert c.alone_on_good > 0 and c.removed_from_bad is not None
     assert found["CONFIG_SLUB_DEBUG_ON"].alone_on_good > found["CONFIG_SLAB_FREELIST_HARDENED"].alone_on_good
     assert abs(result.interaction) < abs(result.bad - result.good)
+
+
+def test_sweep_command_line_on_a_build_only_metric(minimal, tmp_path):
+    """Sizes need no boot: the whole command line path, cheaply."""
+    from conftest import kernellab
+    result = kernellab("sweep", "lab-minimal", "--toggle", "CRC64,CONFIG_CRC7", "--metric", "size.text",
+                       "--format", "json", store_path=tmp_path / "s.sqlite")
+    assert result.returncode == 0, result.stderr
+    import json
+    report = json.loads(result.stdout)
+    assert report["boots"] == 0 and {f["option"] for f in report["flips"]} == {"CONFIG_CRC64", "CONFIG_CRC7"}
+    assert all(f["effects"]["size.text"]["delta_pct"] > 0 for f in report["flips"])  # new code, more text
+    bad = kernellab("bisect", "lab-minimal", "lab-minimal+CONFIG_CRC64=y", "--metric", "nosuch.metric",
+                    store_path=tmp_path / "s.sqlite")
+    assert bad.returncode == 2 and "unknown metric nosuch.metric" in bad.stderr and "Traceback" not in bad.stderr

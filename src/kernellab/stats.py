@@ -86,7 +86,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
-from scipy.stats import mannwhitneyu, ttest_ind
 
 DETERMINISTIC_REASON = (
     "icount mode: reruns are bit-identical; the difference is exact, not a statistical estimate"
@@ -381,6 +380,7 @@ def _welch_log_p(a: np.ndarray, b: np.ndarray) -> float:
         # Nearly identical samples make scipy warn of precision loss; the p-value it
         # returns then (or NaN, read as "no evidence") is what we want anyway.
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy.stats import ttest_ind  # scipy costs a second to import: only when testing
         p = float(ttest_ind(b, a, equal_var=False).pvalue)
     return 1.0 if math.isnan(p) else min(max(p, 0.0), 1.0)
 
@@ -390,6 +390,7 @@ def _mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
     # the samples are indistinguishable, so p = 1.
     if np.all(a == a[0]) and np.all(b == a[0]):
         return 1.0
+    from scipy.stats import mannwhitneyu
     p = float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
     return 1.0 if math.isnan(p) else min(max(p, 0.0), 1.0)
 

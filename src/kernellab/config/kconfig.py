@@ -17,25 +17,27 @@ narrow patches instead of a copy of the kernel's Kconfig files:
 Everything else is the environment: the Kconfig files read variables the top-level
 Makefile exports (`make_environment`).
 
-Parsing the tree costs ~2 s, two thirds of it in the ~90 `$(shell,...)` calls of the Kconfig
-preprocessor (cc-option and friends run the compiler). Their outputs are cached per source,
-arch and compiler (`_ShellMemo`), which brings a parse down to ~0.5 s. Pickling the parsed
-tree instead was measured and rejected: kconfiglib's menu nodes are long linked lists, so
-pickle needs a recursion depth above 30000 (a thread with a huge stack) to save a further
-~0.3 s on load.
+A parse costs ~2 s on this machine's class of CPU: two thirds in the ~90 `$(shell,...)`
+calls of the Kconfig preprocessor (cc-option and friends run the compiler), the rest in
+kconfiglib. The parsed tree is pickled per source id, arch, compiler and kconfiglib version;
+loading it takes ~0.2 s. (Caching only the $(shell) outputs was measured too: it leaves a
+~0.5 s parse.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import gc
-import json
+import hashlib
 import os
+import pickle
 import re
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+import threading
 from pathlib import Path
 
 import kconfiglib
@@ -46,6 +48,7 @@ from ..errors import LabError
 from ..sources import Source
 from ..toolchain import Toolchain
 from .dotconfig import Setting, parse_settings
+from .resolve import kconfig_symbols, resolve
 
 # ARCH= values whose Kconfig lives under another directory (the top-level Makefile's SRCARCH).
 _SRCARCH = {"i386": "x86", "x86_64": "x86", "sparc32": "sparc", "sparc64": "sparc",
@@ -61,27 +64,37 @@ ARCH_SYMBOLS = {
     "OPENRISC": "openrisc", "NIOS2": "nios2", "HEXAGON": "hexagon", "UML": "um",
 }
 
-_INT = re.compile(r"^-?[0-9]+$")
-_HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
-
 BOOL_TRISTATE = (kconfiglib.BOOL, kconfiglib.TRISTATE)
 
+# The values kconfig takes for each type; it ignores others (and "n" unsets any type).
+_INT = re.compile(r"^-?[0-9]+$")
+_HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
+_VALID = {
+    kconfiglib.BOOL: lambda v: v in ("y", "n"),
+    kconfiglib.TRISTATE: lambda v: v in ("y", "m", "n"),
+    kconfiglib.INT: lambda v: bool(_INT.match(v)) or v == "n",
+    kconfiglib.HEX: lambda v: bool(_HEX.match(v)) or v == "n",
+    kconfiglib.STRING: lambda v: v.startswith('"') or v == "n",
+}
 
-def srcarch(profile: ArchProfile) -> str:
-    return _SRCARCH.get(profile.kernel_arch, profile.kernel_arch)
+# Bump when the compatibility layer changes what a parse produces: old caches are ignored.
+_CACHE_FORMAT = 1
+_PICKLE_DEPTH = 600_000
+_PICKLE_STACK = 256 << 20
 
 
-def make_environment(source: Source, profile: ArchProfile, toolchain: Toolchain,
-                     shell: _ShellMemo) -> dict[str, str]:
+def make_environment(source: Source, profile: ArchProfile, toolchain: Toolchain) -> dict[str, str]:
     """What `make` exports to kconfig that the Kconfig files (and the scripts their
     `$(shell,...)` calls run, e.g. rust_is_available.sh) read, computed as the top-level
     Makefile computes it for `make ARCH=... CC=...` (user-settable variables such as
     USERCFLAGS or CLANG_FLAGS stay empty, as kernellab never sets them)."""
     cross = toolchain.cross_compile
+    # As the Makefile runs it: no rustc, no text.
+    rustc = subprocess.run("rustc --version 2>/dev/null", shell=True, capture_output=True, text=True)
     return {
         "srctree": str(source.tree),
         "ARCH": profile.kernel_arch,
-        "SRCARCH": srcarch(profile),
+        "SRCARCH": _SRCARCH.get(profile.kernel_arch, profile.kernel_arch),
         "KERNELVERSION": source.version,
         "CC": toolchain.cc,
         "LD": f"{cross}ld",
@@ -94,50 +107,20 @@ def make_environment(source: Source, profile: ArchProfile, toolchain: Toolchain,
         "BINDGEN": "bindgen",
         # The Makefile strips '#' from both: kconfig would read it as a comment.
         "CC_VERSION_TEXT": toolchain.version_text.replace("#", ""),
-        "RUSTC_VERSION_TEXT": shell.run("rustc --version 2>/dev/null").replace("#", ""),
-        # kconfiglib's documented hook for preprocessor functions: routes $(shell,...)
-        # through the memo (`functions` below).
+        "RUSTC_VERSION_TEXT": rustc.stdout.strip().replace("#", ""),
+        # kconfiglib's documented hook for preprocessor functions (`functions` below).
         "KCONFIG_FUNCTIONS": __name__,
     }
 
 
-class _ShellMemo:
-    """The outputs of the Kconfig preprocessor's `$(shell,...)` calls, kept on disk.
-
-    They depend on the tree, the arch and the tools; the file is keyed by source id, arch
-    and compiler version. Installing another tool the probes look for (rustc, bindgen,
-    pahole) is not noticed: delete the kconfig cache directory to probe again.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        # cc-option makes and removes a .tmp_$$ directory in its working directory, as it
-        # does in make's object tree: give it one of its own.
-        self.cwd = path.parent
-        try:
-            self.outputs: dict[str, str] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            self.outputs = {}
-        self.changed = False
-
-    def run(self, command: str) -> str:
-        if command not in self.outputs:
-            result = subprocess.run(command, shell=True, cwd=self.cwd, capture_output=True)
-            stdout = result.stdout.decode(errors="replace")
-            # kconfiglib's own _shell_fn: trailing newline dropped, the others become spaces.
-            self.outputs[command] = "\n".join(stdout.splitlines()).rstrip("\n").replace("\n", " ")
-            self.changed = True
-        return self.outputs[command]
-
-    def save(self) -> None:
-        if self.changed:
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.outputs, indent=1, sort_keys=True))
-            tmp.replace(self.path)
-
-
 def _shell(kconf: _Kconfig, _name: str, command: str) -> str:
-    return kconf.shell.run(command)
+    """$(shell,...) as kconfiglib runs it, but in a directory of kernellab's: cc-option makes
+    and removes a .tmp_$$ directory where it runs (make's object tree, under make), which
+    must not be the user's working directory."""
+    result = subprocess.run(command, shell=True, cwd=kconf.scratch, capture_output=True)
+    stdout = result.stdout.decode(errors="replace")
+    # kconfiglib's _shell_fn: the trailing newline dropped, the others turned into spaces.
+    return "\n".join(stdout.splitlines()).rstrip("\n").replace("\n", " ")
 
 
 # Read by kconfiglib through KCONFIG_FUNCTIONS: (function, min args, max args).
@@ -145,8 +128,8 @@ functions = {"shell": (_shell, 1, 1)}
 
 
 class _Kconfig(kconfiglib.Kconfig):
-    def __init__(self, shell: _ShellMemo):
-        self.shell = shell
+    def __init__(self, scratch: Path):
+        self.scratch = scratch
         # The kernel's own Kconfig files draw a few dozen harmless kconfiglib warnings
         # (whitespace in prompts, selects of choice symbols): not the user's business.
         super().__init__("Kconfig", warn=False, warn_to_stderr=False)
@@ -156,6 +139,11 @@ class _Kconfig(kconfiglib.Kconfig):
         if tokens[0] is kconfiglib._T_MODULES:   # bare `modules` (Linux >= 5.13)
             return [kconfiglib._T_OPTION, *tokens]
         return tokens
+
+    def __getstate__(self):
+        state, slots = super().__getstate__()
+        # The method of the Kconfig file the parse read (closed since): nothing reads it later.
+        return state, {k: v for k, v in slots.items() if k != "_readline"}
 
 
 @contextlib.contextmanager
@@ -175,8 +163,8 @@ def _environment(env: dict[str, str]):
 
 @contextlib.contextmanager
 def _gc_paused():
-    """A parse allocates about a million long-lived objects and frees none: the cyclic
-    collector would rescan them again and again for nothing (a parse takes twice as long)."""
+    """A parse or a load allocates about a million long-lived objects and frees none: the
+    cyclic collector would rescan them again and again for nothing (twice as long)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -186,21 +174,17 @@ def _gc_paused():
             gc.enable()
 
 
-@dataclass(frozen=True)
-class LoadedConfig:
-    path: str
-    settings: list[Setting]     # the file as written, in order
-    warnings: list[str]         # one line each: unknown options, values of the wrong type
-
-
 class KconfigTree:
     """The parsed Kconfig of a source for an arch, holding one config's values at a time."""
 
-    def __init__(self, source: Source, profile: ArchProfile, kconf: kconfiglib.Kconfig):
+    def __init__(self, source: Source, profile: ArchProfile, toolchain: Toolchain,
+                 kconf: kconfiglib.Kconfig):
         self.source = source
         self.profile = profile
+        self.toolchain = toolchain
         self.kconf = kconf
         self.loaded: str | None = None    # which config the symbol values are from
+        self._base: tuple[list[Setting], str] = ([], "no config")
 
     @property
     def where(self) -> str:
@@ -220,10 +204,24 @@ class KconfigTree:
     def require(self, name: str) -> kconfiglib.Symbol:
         sym = self.symbol(name)
         if sym is None:
-            close = self.closest(name)
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise LabError(f"unknown option CONFIG_{name.removeprefix('CONFIG_')} in {self.where}{hint}")
+            raise LabError(self.missing(name))
         return sym
+
+    @functools.cached_property
+    def any_arch_symbols(self) -> set[str]:
+        """Every symbol some Kconfig file of the tree defines, for any arch."""
+        return kconfig_symbols(self.source)
+
+    def missing(self, name: str, suggest: bool = True) -> str:
+        """Why this tree has no such option, in one line."""
+        name = "CONFIG_" + name.removeprefix("CONFIG_")
+        if name.removeprefix("CONFIG_") in self.any_arch_symbols:
+            return f"{name} is arch-specific: not defined for {self.profile.name} in Linux {self.source.version}"
+        if not suggest:
+            return f"{name} does not exist in Linux {self.source.version}"
+        close = self.closest(name)
+        hint = f"closest: {', '.join(close)}" if close else "no option has a similar name"
+        return f"{name} does not exist in Linux {self.source.version}; {hint}"
 
     def value(self, sym: kconfiglib.Symbol) -> str | None:
         """The option's value as a .config writes it: y/m/n, a number, a quoted string;
@@ -246,12 +244,21 @@ class KconfigTree:
 
     # --- loading configs ------------------------------------------------------------------
 
-    def load(self, path: str | Path) -> LoadedConfig:
-        """Load a .config: LabError for a malformed line (file:line) or another arch's
-        config; warnings for unknown options and values of the wrong type, which kconfig
-        itself ignores."""
-        path = Path(path)
-        settings = parse_settings(_read_text(path), str(path))
+    def load(self, path: str | Path) -> list[str]:
+        """Load a .config. A malformed line (file:line) or another arch's config is a
+        LabError; unknown options and values of the wrong type, which kconfig itself
+        ignores, come back as warnings, one line each."""
+        return self.load_text(_read_text(Path(path)), str(path))
+
+    def load_defconfig(self) -> list[str]:
+        """The arch's default config, made by `make defconfig` (each arch's Makefile picks
+        its defconfig file its own way)."""
+        made = resolve(self.source, self.profile, self.toolchain, "defconfig", [])
+        return self.load_text(made.text, f"{self.profile.name} defconfig")
+
+    def load_text(self, text: str, path: str) -> list[str]:
+        """`load` for a config in memory; `path` names it in messages."""
+        settings = parse_settings(text, path)
         known, warnings = [], []
         unknown = []
         for s in settings:
@@ -262,34 +269,31 @@ class KconfigTree:
                 warnings.append(f"{s.origin}: {problem}; kconfig ignores it")
             else:
                 known.append(s)
-        self._load_settings(known, str(path))
+        self._load_settings(known, path)
+        self._base = (known, path)
         self._check_arch(settings, path)
         if unknown:
             warnings.insert(0, self._unknown_warning(path, unknown))
-        return LoadedConfig(str(path), settings, warnings)
-
-    def load_defconfig(self) -> LoadedConfig:
-        """The arch's default config, as `make defconfig` picks it."""
-        configs = self.source.tree / "arch" / srcarch(self.profile) / "configs"
-        for name in (f"{self.profile.kernel_arch}_defconfig", "defconfig"):
-            if (configs / name).is_file():
-                return self.load(configs / name)
-        raise LabError(f"{self.where} has no defconfig in {configs}: give a config with --config")
+        return warnings
 
     def apply(self, settings: list[Setting], label: str) -> None:
         """Merge settings onto the loaded config, as kernellab's resolve merges a fragment."""
         self._load_settings(settings, label, replace=False)
 
+    def restore(self) -> None:
+        """Back to the values of the config last loaded, without what `apply` added."""
+        self._load_settings(*self._base)
+
     def _load_settings(self, settings: list[Setting], label: str, replace: bool = True) -> None:
         # kconfiglib reads files only; hand it the lines dotconfig validated, so both read
         # the same thing (their notions of a line differ on exotic separators).
-        with tempfile.NamedTemporaryFile("w", suffix=".config", dir=paths.cache_dir("kconfig")) as f:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".config") as f:
             f.write("".join(s.line() + "\n" for s in settings))
             f.flush()
             self.kconf.load_config(f.name, replace=replace)
         self.loaded = label if replace else f"{self.loaded} + {label}"
 
-    def _check_arch(self, settings: list[Setting], path: Path) -> None:
+    def _check_arch(self, settings: list[Setting], path: str) -> None:
         for s in settings:
             arch = ARCH_SYMBOLS.get(s.name.removeprefix("CONFIG_"))
             if arch and s.value == "y":
@@ -298,7 +302,7 @@ class KconfigTree:
                     raise LabError(f"{path} is a config for {arch} ({s.origin}: {s.name}=y), "
                                    f"not for {self.profile.name}: pass --arch for its arch")
 
-    def _unknown_warning(self, path: Path, unknown: list[Setting], detailed: int = 5) -> str:
+    def _unknown_warning(self, path: str, unknown: list[Setting], detailed: int = 5) -> str:
         # Suggestions cost a scan of every name each: worth it for the first few only.
         parts = []
         for i, s in enumerate(unknown):
@@ -307,6 +311,17 @@ class KconfigTree:
             parts.append(f"{s.name} (line {line}{'; did you mean ' + close[0] + '?' if close else ''})")
         shown = ", ".join(parts[:10]) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
         return f"{path}: {len(unknown)} option(s) unknown to {self.where}, ignored: {shown}"
+
+
+def menus(node: kconfiglib.MenuNode) -> list[str]:
+    """The menus above a node, outermost first: ["Kernel hacking", "Lock Debugging (...)"]."""
+    parts = []
+    parent = node.parent
+    while parent is not None and parent.parent is not None:
+        if parent.prompt:
+            parts.append(parent.prompt[0])
+        parent = parent.parent
+    return parts[::-1]
 
 
 def _read_text(path: Path) -> str:
@@ -323,15 +338,10 @@ def _read_text(path: Path) -> str:
 
 def _invalid(sym: kconfiglib.Symbol, value: str) -> str | None:
     """Why kconfig would ignore this value for this symbol, or None."""
-    kind = kconfiglib.TYPE_TO_STR[sym.orig_type]
-    ok = {kconfiglib.BOOL: lambda v: v in ("y", "n"),
-          kconfiglib.TRISTATE: lambda v: v in ("y", "m", "n"),
-          kconfiglib.INT: lambda v: bool(_INT.match(v)) or v == "n",
-          kconfiglib.HEX: lambda v: bool(_HEX.match(v)) or v == "n",
-          kconfiglib.STRING: lambda v: v.startswith('"') or v == "n"}.get(sym.orig_type)
-    if ok is None or ok(value):
+    valid = _VALID.get(sym.orig_type)
+    if valid is None or valid(value):
         return None
-    return f"CONFIG_{sym.name} is a {kind} option: {value} is not a valid value"
+    return f"CONFIG_{sym.name} is a {kconfiglib.TYPE_TO_STR[sym.orig_type]} option: {value} is not a valid value"
 
 
 def _written_for_imply(sym: kconfiglib.Symbol) -> bool:
@@ -342,15 +352,73 @@ def _written_for_imply(sym: kconfiglib.Symbol) -> bool:
 
 
 def open_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> KconfigTree:
-    memo = _ShellMemo(paths.cache_dir("kconfig") / f"{source.id}-{profile.name}-{toolchain.id}.json")
-    env = make_environment(source, profile, toolchain, memo)
+    """The parsed Kconfig of `source` for `profile`: from the cache, or parsed and cached."""
+    cache = cache_path(source, profile, toolchain)
+    kconf = _load_cached(cache)
+    if kconf is None:
+        kconf = _parse(source, profile, toolchain, cache.parent)
+        _save(kconf, cache)
+    return KconfigTree(source, profile, toolchain, kconf)
+
+
+def cache_path(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Path:
+    """Where the parsed tree is kept: per source, arch, compiler (its whole version line, as
+    CC_VERSION_TEXT ends up in the config) and kconfiglib. Installing a tool the Kconfig
+    probes look for (rustc, bindgen, pahole) is not noticed: delete the file to probe again."""
+    compiler = hashlib.sha256(toolchain.version_text.encode()).hexdigest()[:8]
+    version = ".".join(map(str, kconfiglib.VERSION))
+    return paths.cache_dir("kconfig") / (f"{source.id}-{profile.name}-{toolchain.id}-{compiler}-"
+                                         f"kconfiglib{version}-{_CACHE_FORMAT}.pickle")
+
+
+def _parse(source: Source, profile: ArchProfile, toolchain: Toolchain, scratch: Path) -> _Kconfig:
     try:
-        with _environment(env), _gc_paused():
-            kconf = _Kconfig(memo)
+        with _environment(make_environment(source, profile, toolchain)), _gc_paused():
+            return _Kconfig(scratch)
     except kconfiglib.KconfigError as exc:
         raise LabError(f"kconfiglib cannot parse the Kconfig of {source.spec} for {profile.name}: "
                        f"{str(exc).strip().splitlines()[0]}") from None
     except OSError as exc:
         raise LabError(f"cannot read the Kconfig of {source.spec}: {exc}") from None
-    memo.save()
-    return KconfigTree(source, profile, kconf)
+
+
+def _load_cached(path: Path) -> _Kconfig | None:
+    """None when there is no usable cache: a damaged or foreign file is parsed over."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        with _gc_paused():
+            kconf = pickle.loads(data)
+    except Exception:   # whatever unpickling a damaged file raises, the remedy is a new parse
+        return None
+    return kconf if isinstance(kconf, _Kconfig) else None
+
+
+def _save(kconf: _Kconfig, path: Path) -> None:
+    """Pickle recurses along kconfiglib's menu nodes, linked lists ~60000 deep in Linux
+    6.12 (each level takes ~100 bytes of C stack): pickle in a thread whose stack holds
+    ten times that depth. Loading is iterative and needs none of this. A cache that cannot
+    be written only costs the next command a parse."""
+    def dump():
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(_PICKLE_DEPTH)
+        try:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with _gc_paused():   # pickle's memo of a million entries would set it off again and again
+                data = pickle.dumps(kconf, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        except (OSError, RecursionError, pickle.PicklingError):
+            pass
+        finally:
+            sys.setrecursionlimit(limit)
+
+    previous = threading.stack_size(_PICKLE_STACK)
+    try:
+        worker = threading.Thread(target=dump, name="kconfig-cache")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(previous)

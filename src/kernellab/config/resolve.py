@@ -85,7 +85,9 @@ def _base(source, profile, toolchain, base, workdir) -> tuple[str, list[Setting]
     if base in MAKE_BASES:
         return _make_base(source, profile, toolchain, base, workdir), []
     if base == "lab-minimal":
-        text = _make_base(source, profile, toolchain, "tinyconfig", workdir)
+        # Each profile names its starting point: tinyconfig, or the board's defconfig
+        # where only the board's platform code makes the kernel boot on its machine.
+        text = _make_base(source, profile, toolchain, profile.lab_minimal_base, workdir)
         return text, packaged_fragment(profile.lab_minimal_fragment)
     if base == "debian":
         return _debian_config(source, profile), []
@@ -98,7 +100,8 @@ def _base(source, profile, toolchain, base, workdir) -> tuple[str, list[Setting]
 
 
 def _make_base(source, profile, toolchain, target, workdir) -> str:
-    cached = workdir / f"base-{target}.config"
+    # Board defconfigs live in subdirectories (44x/bamboo_defconfig): flatten the name.
+    cached = workdir / f"base-{target.replace('/', '_')}.config"
     if not cached.exists():
         _make(source, profile, toolchain, workdir, target)
         cached.write_text((workdir / ".config").read_text())
@@ -107,12 +110,34 @@ def _make_base(source, profile, toolchain, target, workdir) -> str:
 
 def _debian_config(source: Source, profile: ArchProfile) -> str:
     series = ".".join(source.version.split(".")[:2])
+    if not profile.debian_config:
+        raise LabError(f"Debian ships no Linux {series} config for {profile.name}: use another base "
+                       f"(lab-minimal, defconfig or the path of a .config)")
     path = Path(f"/usr/src/linux-config-{series}/{profile.debian_config}")
-    if not profile.debian_config or not path.exists():
-        package = f"linux-config-{series}"
+    if not path.exists():
         raise LabError(f"Debian's {profile.name} config for {series} not found at {path}: "
-                       f"run `apt-get install -y {package}`")
+                       f"run `{_debian_config_install(series, profile.debian_config)}`")
     return lzma.decompress(path.read_bytes()).decode()
+
+
+def _debian_config_install(series: str, filename: str) -> str:
+    """The command that installs a Debian config. linux-config-<series> holds the configs
+    of one Debian architecture, named config.<debian-arch>_<featureset>_<flavour>.xz, and is
+    Multi-Arch: same, so another architecture's package installs beside the host's."""
+    package = f"linux-config-{series}"
+    debian_arch = filename.removeprefix("config.").split("_", 1)[0]
+    if debian_arch == _host_debian_arch():
+        return f"apt-get install -y {package}"
+    return (f"dpkg --add-architecture {debian_arch} && apt-get update && "
+            f"apt-get install -y {package}:{debian_arch}")
+
+
+def _host_debian_arch() -> str:
+    try:
+        out = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
+    except FileNotFoundError:  # not a Debian host: the plain install line is the best advice
+        return ""
+    return out.strip()
 
 
 def _make(source, profile, toolchain, workdir: Path, target: str) -> None:

@@ -1,0 +1,255 @@
+"""Audit a config against the rule base (kernellab.knowledge) for one workload profile.
+
+Each option a rule names for the profile gets a verdict:
+- ok      its value is one of the acceptable ones;
+- change  it is not, and kconfig lets it be changed here (what else must change with it is
+          part of the recommendation);
+- n/a     it cannot be set in this tree and arch: the option does not exist, exists only
+          for other arches, or depends on something that can never hold here.
+A rule is `change` when any of its options is, else `ok` when one is ok, else `n/a`
+(rules name options of several kernel versions, e.g. PAGE_TABLE_ISOLATION and its
+6.9 name MITIGATION_PAGE_TABLE_ISOLATION, so one n/a option is expected).
+
+The fragment (`fragment`) holds the changes as assignments, and only those that survive
+`make olddefconfig` together: it is checked by resolving it with kconfiglib, whose
+resolution the tests hold equal to make's. A recommendation that does not survive, or that
+takes more than assignments, is left out with a comment saying why; one that the others
+make possible (they turn off what selected its option) is planned again on top of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+
+from ..knowledge import Rule
+from .dotconfig import Setting
+from .explain import Need, plan, same_value
+from .kconfig import KconfigTree
+
+VERDICTS = ("ok", "change", "n/a")
+
+
+@dataclass
+class Finding:
+    rule: Rule
+    option: str
+    current: str | None            # None: the option is not in this tree, or unset
+    expected: tuple[str, ...]
+    verdict: str
+    reason: str = ""
+    target: str | None = None      # the acceptable value recommended (change)
+    settings: list[Setting] | None = None   # assignments that make the change; None: more than that
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule.id, "title": self.rule.title, "category": self.rule.category,
+                "option": self.option, "current": self.current, "expected": list(self.expected),
+                "verdict": self.verdict, "reason": self.reason, "recommended": self.target,
+                "settings": [s.line() for s in self.settings] if self.settings else [],
+                "evidence": [dataclasses.asdict(e) for e in self.rule.evidence],
+                "metric": self.rule.metric, "expected_change": self.rule.expected_change}
+
+
+@dataclass
+class AuditReport:
+    config: str
+    profile: str
+    where: str
+    findings: list[Finding]
+
+    def rule_verdicts(self) -> dict[str, tuple[Rule, str]]:
+        by_rule: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            by_rule.setdefault(f.rule.id, []).append(f)
+        out = {}
+        for rule_id, findings in by_rule.items():
+            verdicts = {f.verdict for f in findings}
+            verdict = next(v for v in ("change", "ok", "n/a") if v in verdicts)
+            out[rule_id] = (findings[0].rule, verdict)
+        return out
+
+    def totals(self) -> dict[str, Counter]:
+        """Rule verdicts per rule category, plus "total"."""
+        out: dict[str, Counter] = {}
+        for rule, verdict in self.rule_verdicts().values():
+            out.setdefault(rule.category, Counter())[verdict] += 1
+        out = dict(sorted(out.items()))
+        out["total"] = sum(out.values(), Counter())
+        return out
+
+    def to_json(self) -> list[dict]:
+        return [f.to_dict() for f in self.findings]
+
+
+def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
+    """Audit the config loaded in `tree`."""
+    findings = []
+    for rule in rules:
+        expected = rule.expected_for(profile)
+        for option, acceptable in (expected or {}).items():
+            findings.append(_check(tree, rule, option, acceptable))
+    return AuditReport(tree.loaded or "", profile, tree.where, findings)
+
+
+def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ...]) -> Finding:
+    sym = tree.symbol(option)
+    if sym is None:
+        return Finding(rule, option, None, acceptable, "n/a", tree.missing(option, suggest=False))
+    current = tree.value(sym)
+    if current is not None and any(same_value(sym, current, v) for v in acceptable):
+        return Finding(rule, option, current, acceptable, "ok")
+    plans = [(value, plan(tree, sym, value)) for value in acceptable]
+    feasible = [(value, p) for value, p in plans if p.reason() is None]
+    if not feasible:
+        return Finding(rule, option, current, acceptable, "n/a", plans[0][1].reason())
+    # Prefer a value plain assignments reach, then the fewest of them.
+    value, chosen = min(feasible, key=lambda vp: (vp[1].settings() is None, len(vp[1].settings() or ())))
+    settings = chosen.settings()
+    if settings is None:
+        reason = f"takes more than assignments: {_manual(chosen)}"
+    else:
+        extra = [f"{s.name}={s.value}" for s in settings if s.name != option]
+        reason = f"needs {', '.join(extra)} too" if extra else ""
+    return Finding(rule, option, current, acceptable, "change", reason, value, settings)
+
+
+def _manual(need: Need) -> str:
+    """The first need that takes a hand-made change (a number, a choice)."""
+    if need.manual:
+        return need.text
+    for n in need.needs:
+        if not n.met and (found := _manual(n)):
+            return found
+    return need.text
+
+
+# --- the fragment -----------------------------------------------------------------------------
+
+def fragment(tree: KconfigTree, report: AuditReport) -> str:
+    """A config fragment applying the report's changes that survive olddefconfig together.
+
+    Leaves `tree` with the audited config's values, as it found them.
+    """
+    changes = [f for f in report.findings if f.verdict == "change"]
+    plans = {id(f): f.settings for f in changes if f.settings is not None}
+    why_not = {id(f): f.reason for f in changes if f.settings is None}
+    retried: set[int] = set()
+    while True:
+        _apply_surviving(tree, changes, plans, why_not)
+        # With the others applied, a change that took more than assignments (an option
+        # that many others select) may take only assignments: plan it again, once.
+        again = {}
+        for f in changes:
+            if id(f) in why_not and id(f) not in retried and not _reached(tree, f):
+                retried.add(id(f))
+                settings = plan(tree, tree.symbol(f.option), f.target).settings()
+                if settings:
+                    again[id(f)] = settings
+        if not again:
+            break
+        for key, settings in again.items():
+            plans[key] = settings
+            del why_not[key]
+        tree.restore()
+    follows = {id(f) for f in changes if id(f) in why_not and _reached(tree, f)}
+    tree.restore()
+
+    lines = [f"# kernellab audit: profile {report.profile}, base {report.config}, {report.where}",
+             "# Resolves cleanly on top of that base: `make olddefconfig` keeps every line.", ""]
+    written: set[Setting] = set()
+    rule = None
+    for f in changes:
+        if id(f) not in plans:
+            continue
+        if f.rule is not rule:
+            rule = f.rule
+            lines.append(f"# {rule.id}: {rule.title}")
+        new = [s for s in plans[id(f)] if s not in written]
+        written.update(new)
+        extra = [f"{s.name}={s.value}" for s in new if s.name != f.option]
+        if not new:
+            lines.append(f"#   {f.option}={f.target} comes with the lines above")
+        elif extra:
+            lines.append(f"#   {f.option}={f.target} needs {', '.join(extra)} too")
+        lines += [s.line() for s in new]
+    omitted = [f for f in changes if id(f) in why_not]
+    if omitted:
+        lines += ["", "# Not applied:"]
+    for f in omitted:
+        why = "the lines above already give it this value" if id(f) in follows else why_not[id(f)]
+        lines.append(f"# {f.rule.id}: {f.option}={f.target} left out: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _apply_surviving(tree: KconfigTree, changes: list[Finding], plans: dict[int, list[Setting]],
+                     why_not: dict[int, str]) -> None:
+    """Apply every planned change; drop those whose assignments olddefconfig would not keep
+    (two rules asking opposite things, a select that wins), saying why, and apply the rest
+    again until all of them hold. Leaves `tree` with the survivors applied."""
+    while True:
+        applied = [f for f in changes if id(f) in plans]
+        if not applied:
+            return
+        tree.apply([s for f in applied for s in plans[id(f)]], "audit fragment")
+        failed = [f for f in applied if not _reached(tree, f) or _dropped(tree, plans[id(f)])]
+        if not failed:
+            return
+        for f in failed:
+            why_not[id(f)] = _lost(tree, f, plans.pop(id(f)))
+        tree.restore()
+
+
+def _reached(tree: KconfigTree, f: Finding) -> bool:
+    sym = tree.symbol(f.option)
+    value = tree.value(sym)
+    return value is not None and same_value(sym, value, f.target)
+
+
+def _dropped(tree: KconfigTree, settings: list[Setting]) -> list[tuple[Setting, str]]:
+    """The assignments olddefconfig would not keep, with the value each gets instead."""
+    out = []
+    for s in settings:
+        sym = tree.symbol(s.name)
+        value = tree.value(sym)
+        if value is None or not same_value(sym, value, s.value):
+            out.append((s, value if value is not None else "(unset)"))
+    return out
+
+
+def _lost(tree: KconfigTree, f: Finding, settings: list[Setting]) -> str:
+    for s, got in _dropped(tree, settings):
+        return f"with the other recommendations, olddefconfig turns {s.line()} into {s.name}={got}"
+    return f"with the other recommendations it resolves to {tree.value(tree.symbol(f.option))}"
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+def render_table(report: AuditReport) -> str:
+    lines = [f"audit of {report.config} for profile {report.profile} ({report.where})", ""]
+    if not report.findings:
+        return "\n".join(lines + ["no rule audits this profile"]) + "\n"
+    rw = max(len(f.rule.id) for f in report.findings)
+    ow = max(len(f.option) for f in report.findings)
+    lines.append(f"{'rule':<{rw}}  {'option':<{ow}}  {'current':>8}  {'expected':<10}  {'verdict':<7}  reason")
+    for f in report.findings:
+        expected = f.target if f.verdict == "change" else "|".join(f.expected)
+        lines.append(f"{f.rule.id:<{rw}}  {f.option:<{ow}}  {_shown(f.current):>8}  {expected:<10}  "
+                     f"{f.verdict:<7}  {f.reason}".rstrip())
+    lines += ["", _totals_table(report)]
+    return "\n".join(lines)
+
+
+def _shown(value: str | None) -> str:
+    return "-" if value is None else value
+
+
+def _totals_table(report: AuditReport) -> str:
+    totals = report.totals()
+    title = "rules per category"
+    width = max(len(title), *(len(c) for c in totals))
+    rows = [f"{title:<{width}}  " + "  ".join(f"{v:>6}" for v in VERDICTS) + "   rules"]
+    for cat, counts in totals.items():
+        rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts[v]:>6}" for v in VERDICTS)
+                    + f"  {sum(counts.values()):>6}")
+    return "\n".join(rows) + "\n"

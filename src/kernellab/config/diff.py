@@ -1,0 +1,155 @@
+"""What differs between two configs, option by option, grouped by menu and category.
+
+Both configs are compared as the kernel resolves them (what `make olddefconfig` would
+write), so an option one file omits but kconfig defaults shows its real value. A bool or
+tristate option a resolved config leaves out is n; "only in A" means the other config does
+not have the option at all (its dependencies are unmet there).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+
+import kconfiglib
+
+from .kconfig import BOOL_TRISTATE, KconfigTree, menus
+
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    symbols: re.Pattern     # the file's shell-style patterns, as one regex each
+    menus: re.Pattern
+
+
+def load_categories() -> list[Category]:
+    data = tomllib.loads((resources.files(__package__) / "categories.toml").read_text())
+    return [Category(c["name"], _patterns(c["symbols"]), _patterns(c["menus"])) for c in data["category"]]
+
+
+def _patterns(globs: list[str]) -> re.Pattern:
+    return re.compile("|".join(fnmatch.translate(g) for g in globs) or "(?!)")
+
+
+def categorize(name: str, menu_path: list[str], categories: list[Category]) -> str:
+    """`name` without CONFIG_; `menu_path` outermost first. See categories.toml for the rule."""
+    for c in categories:
+        if c.symbols.match(name):
+            return c.name
+    for menu in reversed(menu_path):
+        for c in categories:
+            if c.menus.match(menu):
+                return c.name
+    return OTHER
+
+
+@dataclass(frozen=True)
+class Change:
+    option: str
+    a: str | None          # None: the option is not in A at all
+    b: str | None
+    prompt: str
+    menu: str
+    category: str
+
+    @property
+    def kind(self) -> str:
+        return "only in B" if self.a is None else "only in A" if self.b is None else "changed"
+
+    def to_dict(self) -> dict:
+        return {"option": self.option, "a": self.a, "b": self.b, "kind": self.kind,
+                "prompt": self.prompt, "menu": self.menu, "category": self.category}
+
+
+@dataclass
+class ConfigDiff:
+    a: str
+    b: str
+    where: str
+    changes: list[Change]      # in Kconfig order
+    hidden: int                # differing options without a prompt, left out
+
+    def summary(self) -> dict[str, Counter]:
+        out: dict[str, Counter] = {}
+        for c in self.changes:
+            out.setdefault(c.category, Counter())[c.kind] += 1
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "kernel": self.where,
+                "changes": [c.to_dict() for c in self.changes], "hidden_without_prompt": self.hidden,
+                "summary": {cat: dict(counts) for cat, counts in self.summary().items()}}
+
+
+def diff(tree: KconfigTree, a: str, b: str, derived: bool = False) -> tuple[ConfigDiff, list[str]]:
+    """The difference, and the warnings loading the two configs gave. Options without a
+    prompt follow from others (GENERIC_*, HAVE_*, ARCH_*) and are left out unless `derived`."""
+    warnings = tree.load(a)
+    values_a = tree.resolved()
+    warnings += tree.load(b)
+    values_b = tree.resolved()
+    categories = load_categories()
+    changes, hidden = [], 0
+    for sym in tree.kconf.unique_defined_syms:
+        name = "CONFIG_" + sym.name
+        va, vb = values_a.get(name), values_b.get(name)
+        if _effective(sym, va) == _effective(sym, vb):
+            continue
+        node = next((n for n in sym.nodes if n.prompt), sym.nodes[0])
+        if not node.prompt and not derived:
+            hidden += 1
+            continue
+        path = menus(node)
+        changes.append(Change(name, va, vb, node.prompt[0] if node.prompt else "", " > ".join(path),
+                              categorize(sym.name, path, categories)))
+    return ConfigDiff(a, b, tree.where, changes, hidden), warnings
+
+
+def _effective(sym: kconfiglib.Symbol, value: str | None) -> str | None:
+    return "n" if value is None and sym.orig_type in BOOL_TRISTATE else value
+
+
+def render_table(d: ConfigDiff) -> str:
+    if not d.changes:
+        return (f"no differences between {d.a} and {d.b} ({d.where}, as olddefconfig resolves them)\n"
+                + _hidden_note(d))
+    lines = [f"A: {d.a}", f"B: {d.b}", f"{d.where}, both as olddefconfig resolves them; "
+             f"'-' marks an option a config does not have (its dependencies are unmet)"]
+    width = min(max(len(c.option) for c in d.changes), 36)
+    vwidth = min(max(len(v or "-") for c in d.changes for v in (c.a, c.b)), 12)
+    by_menu: dict[str, list[Change]] = {}
+    for c in d.changes:
+        by_menu.setdefault(c.menu, []).append(c)
+    for menu, changes in by_menu.items():
+        lines += ["", menu or "(top level)"]
+        lines += [f"  {c.option:<{width}}  {c.a or '-':>{vwidth}} -> {c.b or '-':<{vwidth}}  "
+                  f"{c.category:<22}  {c.prompt}".rstrip() for c in changes]
+    lines += ["", _summary_table(d)]
+    return "\n".join(lines) + _hidden_note(d)
+
+
+def _hidden_note(d: ConfigDiff) -> str:
+    if not d.hidden:
+        return ""
+    return f"{d.hidden} more options without a prompt differ as a consequence (--all shows them)\n"
+
+
+def _summary_table(d: ConfigDiff) -> str:
+    kinds = ("changed", "only in A", "only in B")
+    summary = d.summary()
+    width = max(len("category"), *(len(c) for c in summary))
+    rows = [f"{'category':<{width}}  " + "  ".join(f"{k:>9}" for k in kinds) + "      all"]
+    for cat, counts in summary.items():
+        rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts[k]:>9}" for k in kinds)
+                    + f"  {sum(counts.values()):>7}")
+    totals = sum(summary.values(), Counter())
+    rows.append(f"{'total':<{width}}  " + "  ".join(f"{totals[k]:>9}" for k in kinds)
+                + f"  {sum(totals.values()):>7}")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,280 @@
+"""`kernellab audit`: verdicts, totals and the fragment on a small Kconfig tree with rules
+made here; then the real rule base on Debian's 6.1 config, its fragment checked by make."""
+
+import json
+import lzma
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernellab import arches, sources, toolchain
+from kernellab.config import audit, kconfig
+from kernellab.config.dotconfig import parse_settings
+from kernellab.config.resolve import resolve
+from kernellab.knowledge import PROFILES, Evidence, Rule, rules_for
+from test_kconfig import tiny_tree
+
+TREE = """
+    mainmenu "audit test tree"
+
+    config MODULES
+    	bool "Enable loadable module support"
+    	modules
+
+    config AUDIT
+    	bool "Auditing support"
+
+    config SECURITY_APPARMOR
+    	bool "AppArmor support"
+    	select AUDIT
+
+    choice
+    	prompt "Timer frequency"
+    	default HZ_250
+    config HZ_250
+    	bool "250 HZ"
+    config HZ_1000
+    	bool "1000 HZ"
+    endchoice
+
+    config HZ
+    	int
+    	default 250 if HZ_250
+    	default 1000 if HZ_1000
+
+    config LOG_BUF_SHIFT
+    	int "Kernel log buffer size"
+    	range 12 25
+    	default 17
+
+    config PAGE_TABLE_ISOLATION
+    	bool "Remove the kernel mapping in user mode"
+    	default y
+
+    config DEBUG_KERNEL
+    	bool "Kernel debugging"
+
+    config PROVE_LOCKING
+    	bool "Lock debugging: prove locking correctness"
+    	depends on DEBUG_KERNEL
+
+    config NEEDS_ARM64
+    	bool "Something only arm64 boards have"
+    	depends on ARM64
+
+    config IRQ_WORK
+    	bool "IRQ work"
+
+    config USER_A
+    	bool "Uses irq_work"
+    	select IRQ_WORK
+    config USER_B
+    	bool "Uses irq_work"
+    	select IRQ_WORK
+    config USER_C
+    	bool "Uses irq_work"
+    	select IRQ_WORK
+    config USER_D
+    	bool "Uses irq_work"
+    	select IRQ_WORK
+    """
+
+BASE = """
+    CONFIG_SECURITY_APPARMOR=y
+    CONFIG_AUDIT=y
+    CONFIG_HZ_250=y
+    CONFIG_USER_A=y
+    CONFIG_USER_B=y
+    CONFIG_USER_C=y
+    CONFIG_USER_D=y
+    CONFIG_IRQ_WORK=y
+    """
+
+
+def rule(rule_id, expect, category="debugging", skip=()):
+    return Rule(id=rule_id, title=f"title of {rule_id}", category=category, rationale="why",
+                metric="syscall.null", expected_change="faster",
+                expect={p: None if p in skip else expect for p in PROFILES},
+                evidence=(Evidence("seed:000_test.txt", "a figure", True, ""),))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree")
+    (root / "arch" / "arm64").mkdir(parents=True)
+    (root / "arch" / "arm64" / "Kconfig").write_text("config ARM64_64K_PAGES\n\tbool \"64KB\"\n")
+    return tiny_tree(root, TREE)
+
+
+@pytest.fixture
+def base(tree, tmp_path):
+    path = tmp_path / "base.config"
+    path.write_text(textwrap.dedent(BASE))
+    tree.load(path)
+    return path
+
+
+def verdicts(report):
+    return {(f.rule.id, f.option): (f.verdict, f.target, f.reason) for f in report.findings}
+
+
+def test_verdicts_and_reasons(tree, base):
+    rules = [
+        rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",)}),
+        rule("audit-off", {"CONFIG_AUDIT": ("n",)}, "accounting"),
+        rule("hz-1000", {"CONFIG_HZ_1000": ("y",), "CONFIG_HZ": ("1000",)}, "preemption-timers"),
+        rule("log-buf", {"CONFIG_LOG_BUF_SHIFT": ("12", "13")}, "size"),
+        rule("log-buf-huge", {"CONFIG_LOG_BUF_SHIFT": ("30",)}, "size"),
+        rule("pti", {"CONFIG_PAGE_TABLE_ISOLATION": ("y",), "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION": ("y",)},
+             "mitigations-hardening"),
+        rule("arm-pages", {"CONFIG_ARM64_64K_PAGES": ("y",)}, "memory"),
+        rule("needs-arm", {"CONFIG_NEEDS_ARM64": ("y",)}, "memory"),
+        rule("irq-work-off", {"CONFIG_IRQ_WORK": ("n",)}, "size"),
+        rule("skipped", {"CONFIG_AUDIT": ("y",)}, skip=("latency",)),
+    ]
+    report = audit.audit(tree, rules, "latency")
+    assert verdicts(report) == {
+        ("lockdep-on", "CONFIG_PROVE_LOCKING"): ("change", "y", "needs CONFIG_DEBUG_KERNEL=y too"),
+        ("audit-off", "CONFIG_AUDIT"): ("change", "n", "needs CONFIG_SECURITY_APPARMOR=n too"),
+        ("hz-1000", "CONFIG_HZ_1000"): ("change", "y", ""),
+        ("hz-1000", "CONFIG_HZ"): ("change", "1000", "needs CONFIG_HZ_1000=y too"),
+        ("log-buf", "CONFIG_LOG_BUF_SHIFT"): ("change", "12", ""),
+        ("log-buf-huge", "CONFIG_LOG_BUF_SHIFT"): (
+            "n/a", None, "30 is outside the range of LOG_BUF_SHIFT (12..25)"),
+        ("pti", "CONFIG_PAGE_TABLE_ISOLATION"): ("ok", None, ""),
+        ("pti", "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION"): (
+            "n/a", None, "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION does not exist in Linux 6.99.0"),
+        ("arm-pages", "CONFIG_ARM64_64K_PAGES"): (
+            "n/a", None, "CONFIG_ARM64_64K_PAGES is arch-specific: not defined for x86_64 in Linux 6.99.0"),
+        ("needs-arm", "CONFIG_NEEDS_ARM64"): ("n/a", None, "ARM64 is not defined for x86_64 in Linux 6.99.0"),
+        ("irq-work-off", "CONFIG_IRQ_WORK"): (
+            "change", "n", "takes more than assignments: IRQ_WORK=n "
+                           "(selected by 4 options that are on: USER_A, USER_B, USER_C, USER_D)"),
+    }
+
+
+def test_rule_verdicts_and_totals(tree, base):
+    rules = [rule("pti", {"CONFIG_PAGE_TABLE_ISOLATION": ("y",), "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION": ("y",)},
+                  "mitigations-hardening"),
+             rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",), "CONFIG_AUDIT": ("y",)}),
+             rule("arm-pages", {"CONFIG_ARM64_64K_PAGES": ("y",)}, "memory")]
+    report = audit.audit(tree, rules, "storage")
+    # One n/a option among ok ones is expected (an option's other name); a change wins.
+    assert {k: v for k, (_, v) in report.rule_verdicts().items()} == {
+        "pti": "ok", "lockdep-on": "change", "arm-pages": "n/a"}
+    totals = report.totals()
+    assert totals["total"] == {"ok": 1, "change": 1, "n/a": 1}
+    assert totals["memory"] == {"n/a": 1}
+    table = audit.render_table(report)
+    assert "rules per category" in table and "\ntotal " in table
+
+
+def test_json_rows_carry_evidence_and_metric(tree, base):
+    report = audit.audit(tree, [rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",)})], "latency")
+    [row] = json.loads(json.dumps(report.to_json()))
+    assert row == {
+        "rule": "lockdep-on", "title": "title of lockdep-on", "category": "debugging",
+        "option": "CONFIG_PROVE_LOCKING", "current": "n", "expected": ["y"], "verdict": "change",
+        "reason": "needs CONFIG_DEBUG_KERNEL=y too", "recommended": "y",
+        "settings": ["CONFIG_DEBUG_KERNEL=y", "CONFIG_PROVE_LOCKING=y"],
+        "evidence": [{"source": "seed:000_test.txt", "figure": "a figure", "verified": True, "note": ""}],
+        "metric": "syscall.null", "expected_change": "faster"}
+
+
+def applied_cleanly(tree, text):
+    """The fragment's every line holds once merged onto the audited config."""
+    tree.restore()
+    settings = parse_settings(text, "fragment")
+    tree.apply(settings, "fragment")
+    kept = all(tree.value(tree.symbol(s.name)) == s.value for s in settings)
+    tree.restore()
+    return kept
+
+
+def test_fragment_includes_what_a_change_needs(tree, base):
+    rules = [rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",)}),
+             rule("hz-1000", {"CONFIG_HZ_1000": ("y",), "CONFIG_HZ": ("1000",)}, "preemption-timers")]
+    report = audit.audit(tree, rules, "latency")
+    text = audit.fragment(tree, report)
+    assert [s.line() for s in parse_settings(text, "f")] == [
+        "CONFIG_DEBUG_KERNEL=y", "CONFIG_PROVE_LOCKING=y", "CONFIG_HZ_1000=y"]
+    assert "#   CONFIG_PROVE_LOCKING=y needs CONFIG_DEBUG_KERNEL=y too" in text
+    assert "#   CONFIG_HZ=1000 comes with the lines above" in text
+    assert applied_cleanly(tree, text)
+    assert tree.value(tree.symbol("HZ")) == "250"     # the audited config is back
+
+
+def test_fragment_leaves_out_what_does_not_survive_and_says_why(tree, base):
+    rules = [rule("hz-1000", {"CONFIG_HZ_1000": ("y",)}, "preemption-timers"),
+             rule("hz-250", {"CONFIG_HZ_250": ("y",), "CONFIG_HZ": ("250",)}, "preemption-timers"),
+             rule("hz-250-off", {"CONFIG_HZ_250": ("n",)}, "preemption-timers"),
+             rule("irq-work-off", {"CONFIG_IRQ_WORK": ("n",)}, "size")]
+    report = audit.audit(tree, rules, "latency")
+    text = audit.fragment(tree, report)
+    assert [s.line() for s in parse_settings(text, "f")] == ["CONFIG_HZ_1000=y"]
+    assert "# hz-250-off: CONFIG_HZ_250=n left out: the lines above already give it this value" in text
+    assert "# irq-work-off: CONFIG_IRQ_WORK=n left out: takes more than assignments" in text
+    assert applied_cleanly(tree, text)
+
+
+def test_a_change_the_others_make_possible_is_planned_again(tree, base):
+    rules = [rule(f"user-{x}-off", {f"CONFIG_USER_{x}": ("n",)}, "size") for x in "ABCD"]
+    rules.append(rule("irq-work-off", {"CONFIG_IRQ_WORK": ("n",)}, "size"))
+    report = audit.audit(tree, rules, "latency")
+    assert verdicts(report)["irq-work-off", "CONFIG_IRQ_WORK"][2].startswith("takes more than assignments")
+    text = audit.fragment(tree, report)
+    assert [s.line() for s in parse_settings(text, "f")][-1] == "# CONFIG_IRQ_WORK is not set"
+    assert "Not applied" not in text
+    assert applied_cleanly(tree, text)
+
+
+def test_conflicting_recommendations_keep_the_last(tree, base):
+    rules = [rule("log-12", {"CONFIG_LOG_BUF_SHIFT": ("12",)}, "size"),
+             rule("log-13", {"CONFIG_LOG_BUF_SHIFT": ("13",)}, "size"),
+             rule("no-hz-100", {"CONFIG_HZ": ("100",)}, "preemption-timers")]
+    report = audit.audit(tree, rules, "latency")
+    assert verdicts(report)["no-hz-100", "CONFIG_HZ"] == ("n/a", None, "HZ has no prompt and no default gives it 100")
+    text = audit.fragment(tree, report)
+    assert [s.line() for s in parse_settings(text, "f")] == ["CONFIG_LOG_BUF_SHIFT=13"]
+    assert ("# log-12: CONFIG_LOG_BUF_SHIFT=12 left out: with the other recommendations, olddefconfig "
+            "turns CONFIG_LOG_BUF_SHIFT=12 into CONFIG_LOG_BUF_SHIFT=13") in text
+    assert applied_cleanly(tree, text)
+
+
+# --- the real rule base on Debian's 6.1 config ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def debian(tmp_path_factory):
+    source = sources.resolve("debian:6.1")
+    profile = arches.load("x86_64")
+    tc = toolchain.detect(profile)
+    path = tmp_path_factory.mktemp("debian") / "debian-6.1.config"
+    path.write_bytes(lzma.decompress(Path(f"/usr/src/linux-config-6.1/{profile.debian_config}").read_bytes()))
+    return source, profile, tc, path, kconfig.open_tree(source, profile, tc)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("profile_name", ["throughput-server", "latency"])
+def test_debian_fragment_resolves_cleanly_with_make(debian, profile_name):
+    source, profile, tc, path, tree = debian
+    assert tree.load(path) == []
+    report = audit.audit(tree, rules_for(profile_name), profile_name)
+    assert {f.verdict for f in report.findings} == {"ok", "change", "n/a"}
+    text = audit.fragment(tree, report)
+    settings = parse_settings(text, "fragment")
+    assert settings
+    made = resolve(source, profile, tc, str(path), settings)
+    assert made.dropped == []
+
+
+@pytest.mark.integration
+def test_every_profile_audits_debian(debian):
+    *_, path, tree = debian
+    tree.load(path)
+    for name in PROFILES:
+        report = audit.audit(tree, rules_for(name), name)
+        totals = report.totals()["total"]
+        assert sum(totals.values()) == len(report.rule_verdicts()) == len(rules_for(name))
+        assert all(f.reason for f in report.findings if f.verdict == "n/a")
+        audit.fragment(tree, report)

@@ -1,0 +1,268 @@
+"""`kernellab config explain` and `config diff`: the logic on a small Kconfig tree, the
+command line end to end on Debian's 6.1 tree."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kernellab import arches, sources, toolchain
+from kernellab.config import diff, explain
+from kernellab.config.resolve import resolve
+from kernellab.errors import LabError
+from test_kconfig import tiny_tree
+
+TREE = """
+    mainmenu "commands test tree"
+
+    config MODULES
+    	bool "Enable loadable module support"
+    	modules
+
+    menu "General setup"
+    config EXPERT
+    	bool "Configure standard kernel features (expert users)"
+    	select DEBUG_KERNEL
+    choice
+    	prompt "Preemption Model"
+    	default PREEMPT_VOLUNTARY
+    config PREEMPT_NONE
+    	bool "No Forced Preemption (Server)"
+    config PREEMPT_VOLUNTARY
+    	bool "Voluntary Kernel Preemption (Desktop)"
+    config PREEMPT
+    	bool "Preemptible Kernel (Low-Latency Desktop)"
+    endchoice
+    config HZ
+    	int "Timer frequency"
+    	default 250
+    endmenu
+
+    config HAVE_ARCH_THING
+    	bool
+
+    config ARCH_THING
+    	bool "An arch feature"
+    	depends on HAVE_ARCH_THING
+
+    menu "Kernel hacking"
+    config DEBUG_KERNEL
+    	bool "Kernel debugging"
+    config LOCK_DEBUGGING_SUPPORT
+    	def_bool y
+    config PROVE_LOCKING
+    	bool "Lock debugging: prove locking correctness"
+    	depends on DEBUG_KERNEL && LOCK_DEBUGGING_SUPPORT
+    	select LOCKDEP
+    	help
+    	  Prove locking correctness.
+    config LOCKDEP
+    	bool
+    endmenu
+
+    menu "Device Drivers"
+    config BLOCK
+    	bool "Enable the block layer"
+    config SCSI
+    	tristate "SCSI device support"
+    	depends on BLOCK
+    config USB_SUPPORT
+    	bool "USB support"
+    config USB
+    	tristate "Support for Host-side USB"
+    	depends on USB_SUPPORT
+    config USB_STORAGE
+    	tristate "USB Mass Storage support"
+    	depends on SCSI && USB
+    config ARM_ONLY_DRIVER
+    	tristate "A driver for arm64 boards"
+    	depends on ARM64
+    endmenu
+    """
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    return tiny_tree(tmp_path_factory.mktemp("tree"), TREE)
+
+
+def load(tree, tmp_path, text, name="c.config"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    tree.load(path)
+    return path
+
+
+# --- explain ----------------------------------------------------------------------------------
+
+def test_unmet_dependency_and_what_setting_it_takes(tree, tmp_path):
+    load(tree, tmp_path, "# CONFIG_DEBUG_KERNEL is not set\n")
+    e = explain.explain(tree, "PROVE_LOCKING")
+    assert (e.option, e.value, e.type, e.menu) == ("CONFIG_PROVE_LOCKING", "n", "bool", "Kernel hacking")
+    assert [(t.text, t.value) for t in e.depends_on] == [("DEBUG_KERNEL", "n"), ("LOCK_DEBUGGING_SUPPORT", "y")]
+    assert [t.text for t in e.selects] == ["LOCKDEP"]
+    assert [s.line() for s in e.to_y.settings()] == ["CONFIG_DEBUG_KERNEL=y", "CONFIG_PROVE_LOCKING=y"]
+    assert e.locations[0].startswith("Kconfig:") and e.help == "Prove locking correctness."
+    text = explain.render(e)
+    assert "to set it to y:\n  DEBUG_KERNEL=y" in text and "now n" in text
+
+
+def test_prefix_is_optional_and_unknown_names_suggest(tree, tmp_path):
+    load(tree, tmp_path, "")
+    assert explain.explain(tree, "CONFIG_HZ").option == explain.explain(tree, "HZ").option == "CONFIG_HZ"
+    with pytest.raises(LabError, match="CONFIG_PROVE_LOCKNG does not exist .*closest: CONFIG_PROVE_LOCKING"):
+        explain.explain(tree, "PROVE_LOCKNG")
+
+
+def test_selected_by_with_the_selectors_values(tree, tmp_path):
+    load(tree, tmp_path, "CONFIG_EXPERT=y\nCONFIG_PROVE_LOCKING=y\n")
+    e = explain.explain(tree, "LOCKDEP")
+    assert e.prompt is None and e.value == "y"
+    assert [(t.text, t.value) for t in e.selected_by] == [("PROVE_LOCKING && DEBUG_KERNEL && LOCK_DEBUGGING_SUPPORT", "y")]
+    assert [(t.text, t.value) for t in explain.explain(tree, "DEBUG_KERNEL").selected_by] == [("EXPERT", "y")]
+
+
+def test_needs_are_a_tree_down_to_what_can_be_set(tree, tmp_path):
+    load(tree, tmp_path, "")
+    need = explain.explain(tree, "USB_STORAGE").to_y
+    assert [n.text for n in need.needs] == ["SCSI=y", "USB=y"]
+    assert [n.text for n in need.needs[0].needs] == ["BLOCK=y"]
+    assert [s.line() for s in need.settings()] == [
+        "CONFIG_BLOCK=y", "CONFIG_SCSI=y", "CONFIG_USB_SUPPORT=y", "CONFIG_USB=y", "CONFIG_USB_STORAGE=y"]
+    assert json.dumps(explain.explain(tree, "USB_STORAGE").to_dict())
+
+
+def test_module_value_needs_modules(tree, tmp_path):
+    load(tree, tmp_path, "CONFIG_BLOCK=y\nCONFIG_SCSI=y\nCONFIG_USB_SUPPORT=y\nCONFIG_USB=y\n")
+    need = explain.plan(tree, tree.symbol("USB_STORAGE"), "m")
+    assert [s.line() for s in need.settings()] == ["CONFIG_MODULES=y", "CONFIG_USB_STORAGE=m"]
+
+
+@pytest.mark.parametrize("option, reason", [
+    ("ARM_ONLY_DRIVER", "ARM64 is not defined for x86_64 in Linux 6.99.0"),
+    ("ARCH_THING", "HAVE_ARCH_THING has no prompt and nothing selects it for x86_64"),
+])
+def test_what_cannot_be_met_says_why(tree, tmp_path, option, reason):
+    load(tree, tmp_path, "")
+    e = explain.explain(tree, option)
+    assert e.to_y.reason() == reason and e.to_y.settings() is None
+    assert f"not possible in this tree: {reason}" in explain.render(e)
+
+
+def test_turning_off_a_choice_member_is_the_users_call(tree, tmp_path):
+    load(tree, tmp_path, "CONFIG_PREEMPT_VOLUNTARY=y\n")
+    need = explain.plan(tree, tree.symbol("PREEMPT_VOLUNTARY"), "n")
+    assert need.manual and need.settings() is None
+    assert "select another option of the choice 'Preemption Model': PREEMPT_NONE, PREEMPT" in need.text
+    assert [s.line() for s in explain.plan(tree, tree.symbol("PREEMPT"), "y").settings()] == ["CONFIG_PREEMPT=y"]
+
+
+# --- diff -------------------------------------------------------------------------------------
+
+def test_categories_symbol_patterns_beat_menus():
+    cats = diff.load_categories()
+    assert {c.name for c in cats} >= {"debugging", "preemption and timers", "memory management",
+                                      "security hardening", "scheduler", "block and file systems",
+                                      "networking", "drivers", "size"}
+    assert diff.categorize("SLUB_DEBUG", ["Memory Management options"], cats) == "debugging"
+    assert diff.categorize("TRANSPARENT_HUGEPAGE", ["Memory Management options"], cats) == "memory management"
+    assert diff.categorize("E1000", ["Device Drivers", "Network device support"], cats) == "drivers"
+    assert diff.categorize("LOCK_TORTURE_TEST", ["Kernel hacking", "Kernel Testing and Coverage"], cats) == "debugging"
+    assert diff.categorize("CRYPTO_AES", ["Cryptographic API", "Block ciphers"], cats) == diff.OTHER
+
+
+def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
+    a = tmp_path / "a.config"
+    a.write_text("CONFIG_BLOCK=y\nCONFIG_SCSI=y\nCONFIG_DEBUG_KERNEL=y\nCONFIG_PROVE_LOCKING=y\nCONFIG_HZ=1000\n")
+    b = tmp_path / "b.config"
+    b.write_text("CONFIG_PREEMPT=y\nCONFIG_HZ=250\n# CONFIG_STALE_OPTION is not set\n")
+    d, warnings = diff.diff(tree, str(a), str(b))
+    assert len(warnings) == 1 and "CONFIG_STALE_OPTION" in warnings[0]
+    rows = {c.option: (c.a, c.b, c.kind, c.category, c.menu) for c in d.changes}
+    assert rows == {
+        "CONFIG_PREEMPT_VOLUNTARY": ("y", "n", "changed", "preemption and timers", "General setup > Preemption Model"),
+        "CONFIG_PREEMPT": ("n", "y", "changed", "preemption and timers", "General setup > Preemption Model"),
+        "CONFIG_HZ": ("1000", "250", "changed", "preemption and timers", "General setup"),
+        "CONFIG_DEBUG_KERNEL": ("y", "n", "changed", "debugging", "Kernel hacking"),
+        # B has no DEBUG_KERNEL, so no PROVE_LOCKING at all; SCSI sits under BLOCK, which
+        # it depends on, as in menuconfig.
+        "CONFIG_PROVE_LOCKING": ("y", None, "only in A", "debugging", "Kernel hacking"),
+        "CONFIG_BLOCK": ("y", "n", "changed", "block and file systems", "Device Drivers"),
+        "CONFIG_SCSI": ("y", None, "only in A", "block and file systems",
+                        "Device Drivers > Enable the block layer"),
+    }
+    assert d.hidden == 1                                      # LOCKDEP, selected, no prompt
+    assert "CONFIG_LOCKDEP" in {c.option for c in diff.diff(tree, str(a), str(b), derived=True)[0].changes}
+    assert d.summary()["debugging"] == {"changed": 1, "only in A": 1}
+    table = diff.render_table(d)
+    assert "\nKernel hacking\n  CONFIG_DEBUG_KERNEL" in table and "\ntotal " in table
+    assert json.loads(json.dumps(d.to_dict()))["summary"]["block and file systems"] == {"changed": 1, "only in A": 1}
+
+
+def test_identical_configs_have_no_difference(tree, tmp_path):
+    a = tmp_path / "a.config"
+    a.write_text("CONFIG_HZ=250\n")
+    d, _ = diff.diff(tree, str(a), str(a))
+    assert d.changes == [] and "no differences" in diff.render_table(d)
+
+
+# --- the command line on Debian's 6.1 tree ----------------------------------------------------
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "kernellab.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tinyconfig(tmp_path_factory):
+    source = sources.resolve("debian:6.1")
+    profile = arches.load("x86_64")
+    path = tmp_path_factory.mktemp("configs") / "tiny.config"
+    path.write_text(resolve(source, profile, toolchain.detect(profile), "tinyconfig", []).text)
+    return path
+
+
+@pytest.mark.integration
+def test_cli_explain_unmet_dependencies(tinyconfig):
+    r = cli("config", "explain", "CONFIG_USB_STORAGE", "--config", str(tinyconfig))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("CONFIG_USB_STORAGE=n    [tristate, in ")
+    assert "defined at drivers/usb/storage/Kconfig:9" in r.stdout
+    assert "to set it to y:\n" in r.stdout and "  SCSI=y" in r.stdout and "  USB=y" in r.stdout
+
+
+@pytest.mark.integration
+def test_cli_errors_are_one_line(tinyconfig, tmp_path):
+    bad = tmp_path / "bad.config"
+    bad.write_text("CONFIG_64BIT=y\nCONFIG_SMP yes\n")
+    arm = tmp_path / "arm.config"
+    arm.write_text("CONFIG_ARM64=y\nCONFIG_64BIT=y\n")
+    cases = [
+        (("config", "explain", "NO_SUCH_OPTION"), "CONFIG_NO_SUCH_OPTION does not exist in Linux 6.1"),
+        (("config", "explain", "ARM64_SVE", "--config", str(tinyconfig)), "CONFIG_ARM64_SVE is arch-specific"),
+        (("config", "diff", str(bad), str(tinyconfig)), f"{bad}:2: expected CONFIG_NAME=value"),
+        (("audit", str(arm), "--profile", "latency"), f"{arm} is a config for arm64"),
+        (("config", "diff", str(tmp_path / "missing.config"), str(tinyconfig)), "missing.config: no such file"),
+    ]
+    for args, message in cases:
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("kernellab: error: ") and r.stderr.count("\n") == 1, r.stderr
+        assert message in r.stderr
+
+
+@pytest.mark.integration
+def test_cli_diff_json_and_stale_option_warning(tinyconfig, tmp_path):
+    old = tmp_path / "old.config"
+    old.write_text(tinyconfig.read_text() + "CONFIG_PRINTK=y\nCONFIG_IKNOWN_STALE=y\n")
+    r = cli("config", "diff", str(tinyconfig), str(old), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("kernellab: warning: ") and "CONFIG_IKNOWN_STALE" in r.stderr
+    d = json.loads(r.stdout)
+    change = next(c for c in d["changes"] if c["option"] == "CONFIG_PRINTK")
+    assert change == {"option": "CONFIG_PRINTK", "a": "n", "b": "y", "kind": "changed",
+                      "prompt": "Enable support for printk",
+                      "menu": "General setup > Configure standard kernel features (expert users)",
+                      "category": "size"}
