@@ -59,6 +59,13 @@ class Build:
     jobs: int
     cached: bool  # True when this request reused an earlier build
 
+    def figures(self) -> dict[str, tuple[str, float]]:
+        """The build's rows of a report: metric -> (unit, value)."""
+        return {"build.wall": ("s", self.wall_s), "build.user": ("s", self.user_s),
+                "build.sys": ("s", self.sys_s), "size.image": ("KiB", self.image_bytes / 1024),
+                "size.vmlinux": ("KiB", self.vmlinux_bytes / 1024), "size.text": ("KiB", self.text / 1024),
+                "size.data": ("KiB", self.data / 1024), "size.bss": ("KiB", self.bss / 1024)}
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["artifacts"], d["image"] = str(self.artifacts), str(self.image)

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import machine
+from ..arches import BUILD_ONLY_NOTE
 from ..config.dotconfig import parse_config
 from ..errors import LabError
 from ..measure.catalog import describe, sort_key
@@ -77,12 +78,17 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
         r.build = lab.ensure_built(r.prepared, store, log=lambda m, n=name: log(f"{n}: {m}"))
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
-    initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in records}
+    # Build-only variants (no QEMU machine for their arch) stop here: build and size rows.
+    booted = [r for r in records if not r.prepared.profile.build_only]
+    for r in records:
+        if r.prepared.profile.build_only:
+            log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
+    initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in booted}
     failures = []
-    for i in range(how.max_runs):
+    for i in range(how.max_runs if booted else 0):
         # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
         # systematic advantage from the host's state.
-        order = records if i % 2 == 0 else records[::-1]
+        order = booted if i % 2 == 0 else booted[::-1]
         for r, outcome in zip(order, _one_round(order, store, how, initrds)):
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
@@ -91,7 +97,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
                 failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
                                 f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
         if i + 1 >= how.min_runs:
-            loose = _imprecise(records, store, how.mode)
+            loose = _imprecise(booted, store, how.mode)
             if not loose:
                 break
             if i + 1 < how.max_runs:
@@ -168,7 +174,6 @@ def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: st
                         "group": info.group, "clock": info.clock, "valid_in_mode": info.valid_in(mode),
                         "values": values, "delta_pct": {}, "comparison": {}})
     _compare(metrics, names, mode)
-    first = records[0].prepared
     return {
         "experiment": exp.name,
         "description": exp.description,
@@ -176,10 +181,18 @@ def report(exp: Experiment, records: list[VariantRecord], store: Store, mode: st
         "mode_note": MODE_NOTES[mode],
         "runs_per_variant": {r.prepared.spec.name: len(r.runs) for r in records},
         "statistics": _statistics_note(mode),
-        "machine": machine.describe(first.profile.qemu.binary),
+        "machine": _machine(records),
         "variants": [_variant_json(r) for r in records],
         "metrics": metrics,
     }
+
+
+def _machine(records: list[VariantRecord]) -> dict:
+    """The host, and the QEMU that booted the variants (none when all are build-only)."""
+    booted = [r.prepared.profile for r in records if not r.prepared.profile.build_only]
+    if not booted:
+        return machine.describe() | {"qemu": "none (build only)"}
+    return machine.describe(booted[0].qemu.binary)
 
 
 def _compare(metrics: list[dict], names: list[str], mode: str) -> None:
@@ -214,18 +227,15 @@ def _variant_json(r: VariantRecord) -> dict:
             "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,
             "options": p.spec.options, "config_hash": p.config.hash,
             "dropped_options": p.config.dropped, "build": r.build.to_dict(),
+            "build_only": p.profile.build_only,
+            **({"build_only_note": BUILD_ONLY_NOTE} if p.profile.build_only else {}),
             "runs": [{"id": o.run_id, "status": o.status, "reason": o.reason} for o in r.runs]}
 
 
 def _samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[float]]]]:
     """metric -> (unit, samples of each run): build figures (one "run"), then the samples
     of every run (failed runs included: what they measured before failing still counts)."""
-    b = r.build
-    built = {"build.wall": ("s", b.wall_s), "build.user": ("s", b.user_s), "build.sys": ("s", b.sys_s),
-             "size.image": ("KiB", b.image_bytes / 1024), "size.vmlinux": ("KiB", b.vmlinux_bytes / 1024),
-             "size.text": ("KiB", b.text / 1024), "size.data": ("KiB", b.data / 1024),
-             "size.bss": ("KiB", b.bss / 1024)}
-    out = {name: (unit, [[value]]) for name, (unit, value) in built.items()}
+    out = {name: (unit, [[value]]) for name, (unit, value) in r.build.figures().items()}
     for outcome in r.runs:
         this_run: dict[str, list[float]] = {}
         for row in store.run_samples(outcome.run_id):

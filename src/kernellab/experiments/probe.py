@@ -18,7 +18,7 @@ from . import lab
 from .spec import VariantSpec
 
 BUILD_METRICS = {"build.wall", "build.user", "build.sys", "size.image", "size.vmlinux",
-                 "size.text", "size.data", "size.bss"}
+                 "size.text", "size.data", "size.bss"}  # Build.figures(): no boot needed
 
 
 @dataclass
@@ -105,13 +105,10 @@ class Prober:
             have += 1
 
     def _add_build_metrics(self, probe: Probe) -> None:
-        b = probe.build
-        figures = {"build.wall": b.wall_s, "build.user": b.user_s, "build.sys": b.sys_s,
-                   "size.image": b.image_bytes / 1024, "size.vmlinux": b.vmlinux_bytes / 1024,
-                   "size.text": b.text / 1024, "size.data": b.data / 1024, "size.bss": b.bss / 1024}
+        figures = probe.build.figures()
         for m in self.metrics:
-            if m in BUILD_METRICS:
-                probe.runs[m].append(figures[m])
+            if m in figures:
+                probe.runs[m].append(figures[m][1])
 
     def _add_run(self, probe: Probe, run_id: int) -> None:
         by_metric: dict[str, list[float]] = {}
