@@ -1,7 +1,11 @@
 """Attribution self-tests on real kernels (Debian 6.1, x86_64, lab-minimal, icount).
 
-The culprits are slab options whose code lives in a handful of objects (mm/slub.c and
-friends): SLUB_DEBUG_ON (+428% fork+exit in a sweep) and SLAB_FREELIST_HARDENED (+7.6%).
+The culprit is a slab option whose code lives in a handful of objects (mm/slub.c and
+friends): SLUB_DEBUG_ON (+428% fork+exit in a sweep). Two culprits that each add part of
+an effect are tested on a simulated kernel (test_bisect_logic.py): on this one, fork+exit
+moves by a few percent with unrelated code (SLAB_FREELIST_HARDENED measured +7.6% alone on
+lab-minimal but +2.6% on top of six CRC libraries), so a second real culprit needs a
+larger effect than any cheap-to-build option we found.
 The bystanders are library and code-page options, each one new file:
 every probe is an incremental build of a few objects plus a short boot that measures
 only fork+exit. Small enough for CI, and each known answer is a real kernel effect."""
@@ -43,26 +47,17 @@ def test_sweep_ranks_the_slow_option_first(minimal, store):
 
 
 def test_bisect_names_the_one_culprit_among_bystanders(minimal, store):
+    # fork+exit is exact under icount but not indifferent to unrelated code: with 20
+    # code pages added it moved by a few percent (page-allocator state after a different
+    # boot), so the threshold sits above that floor and far below SLUB_DEBUG_ON's +428%.
     bisector = Bisector.for_variants(store, variant("good"), variant("bad", *BYSTANDERS, "SLUB_DEBUG_ON"),
-                                     METRIC, "icount", log=lambda m: None)
+                                     METRIC, "icount", threshold_pct=10.0, log=lambda m: None)
     result = bisector.run()
     assert [c.option for c in result.culprits] == ["CONFIG_SLUB_DEBUG_ON"]
     assert result.culprits[0].alone_on_good > 0
     search = [p for p in result.probes if not p["label"].startswith(("alone:", "without:"))]
     assert len(search) <= 2 + 5 + 2  # endpoints, ceil(log2 candidates), a little slack for resolution moves
     assert result.boots <= len(result.probes)
-
-
-def test_bisect_finds_two_culprits_and_their_contributions(minimal, store):
-    bad = variant("bad2", *BYSTANDERS[:6], "SLUB_DEBUG_ON", "SLAB_FREELIST_HARDENED")
-    result = Bisector.for_variants(store, variant("good"), bad, METRIC, "icount", threshold_pct=1.0,
-                                   log=lambda m: None).run()
-    found = {c.option: c for c in result.culprits}
-    assert set(found) == {"CONFIG_SLUB_DEBUG_ON", "CONFIG_SLAB_FREELIST_HARDENED"}
-    for c in found.values():
-        assert c.alone_on_good > 0 and c.removed_from_bad is not None
-    assert found["CONFIG_SLUB_DEBUG_ON"].alone_on_good > found["CONFIG_SLAB_FREELIST_HARDENED"].alone_on_good
-    assert abs(result.interaction) < abs(result.bad - result.good)
 
 
 def test_sweep_command_line_on_a_build_only_metric(minimal, tmp_path):
