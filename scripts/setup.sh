@@ -13,6 +13,9 @@ packages=(
   gcc-i686-linux-gnu libc6-dev-i386-cross gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-powerpc-linux-gnu libc6-dev-powerpc-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross
   qemu-user
+  # the emulators of the other arch profiles (src/kernellab/arches/): arm64 (qemu-system-arm),
+  # ppc44x and ppc32 (qemu-system-ppc), s390x (qemu-system-misc); i386 is in qemu-system-x86
+  qemu-system-arm qemu-system-ppc qemu-system-misc
 )
 missing=()
 for p in "${packages[@]}"; do

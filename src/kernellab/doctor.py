@@ -47,8 +47,10 @@ def checks() -> list[Check]:
     seen = set()
     for name in arches.available():
         p = arches.load(name)
-        for what, target, package in ((f"{p.name} compiler", p.cc, p.compiler_package),
-                                      (f"{p.name} emulator", p.qemu.binary, p.qemu.package)):
+        tools = [(f"{p.name} compiler", p.cc, p.compiler_package)]
+        if not p.build_only:  # a build-only arch boots nothing: it needs no emulator
+            tools.append((f"{p.name} emulator", p.qemu.binary, p.qemu.package))
+        for what, target, package in tools:
             if target in seen:
                 continue
             seen.add(target)

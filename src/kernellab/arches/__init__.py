@@ -92,6 +92,7 @@ def load(name: str) -> ArchProfile:
 
 def _profile(origin: str, data: dict) -> ArchProfile:
     _check_keys(origin, data, _REQUIRED, {f.name for f in fields(ArchProfile)})
+    data = dict(data)
     qemu = data.pop("qemu", None)
     return ArchProfile(**data, qemu=None if qemu is None else _qemu(f"{origin} [qemu]", qemu))
 

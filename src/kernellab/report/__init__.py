@@ -58,6 +58,8 @@ def header_lines(report: dict) -> list[str]:
                      f"base={v['base']} fragments={'+'.join(v['fragments'] + v['options']) or '-'} "
                      f"config {v['config_hash'][:12]}; built -j{b['jobs']} with {b['compiler']}"
                      + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
+        if v.get("build_only"):
+            lines.append(f"  {v['build_only_note']} (build and size rows only)")
         for d in v["dropped_options"]:
             lines.append(f"  dropped by olddefconfig: asked {d['option']}={d['asked']}, got {d['got']}")
         for r in v["runs"]:

@@ -11,6 +11,7 @@ Neither is a hardware figure: reports say which mode produced each number.
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -24,11 +25,21 @@ from ..measure.console import ConsoleLine, is_panic
 from ..measure.records import Record, RecordStream
 
 MODES = ("icount", "wall")
-ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm")
+# The default; a profile whose machine needs other arguments says so (icount_args).
+# -seed: what QEMU hands the guest as randomness (the s390x TRNG instruction, the `virt`
+# machine's rng-seed and kaslr-seed) comes from a fixed-seed generator, not the host's:
+# random layouts and hash seeds would change the instruction counts run to run.
+ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm",
+               "-seed", "1")
 # After the agent's last record, QEMU should exit by itself (-no-reboot); after a panic,
 # let the backtrace reach the log before stopping it.
 EXIT_GRACE_S = 5.0
 PANIC_GRACE_S = 1.0
+# The kernel's last words on the agent's reboot (kernel/reboot.c). Some machines ignore
+# the reset request (QEMU 7.2's bamboo keeps running after the 440 kernel's DBCR0 system
+# reset), and QEMU would spin until the grace ran out: after this line there is nothing
+# left to read.
+FINAL_LINE = re.compile(r"^reboot: (Restarting system|Power down|System halted)")
 
 
 @dataclass
@@ -51,14 +62,15 @@ def command(profile: ArchProfile, image: Path, initrd: Path, mode: str,
             cmdline_extra: str = "", scratch: Path | None = None) -> list[str]:
     if mode not in MODES:
         raise LabError(f"unknown timing mode {mode!r}: use one of {', '.join(MODES)}")
-    cmdline = f"console={profile.qemu.console} printk.time=1 panic=-1 loglevel=7 {cmdline_extra}".strip()
-    argv = [profile.qemu.binary, *profile.qemu.args, "-accel", "tcg",
+    machine = profile.require_machine()
+    cmdline = f"console={machine.console} printk.time=1 panic=-1 loglevel=7 {cmdline_extra}".strip()
+    argv = [machine.binary, *machine.args, "-accel", "tcg",
             "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
             "-no-reboot", "-kernel", str(image), "-initrd", str(initrd), "-append", cmdline]
     if scratch is not None:
-        argv += [a.replace("{path}", str(scratch)) for a in profile.qemu.disk_args]
+        argv += [a.replace("{path}", str(scratch)) for a in machine.disk_args]
     if mode == "icount":
-        argv += ICOUNT_ARGS
+        argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
     return argv
 
 
@@ -74,7 +86,7 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
          cmdline_extra: str = "", on_record=None, on_line=None, scratch: Path | None = None) -> BootResult:
     argv = command(profile, image, initrd, mode, cmdline_extra, scratch)
     if shutil.which(argv[0]) is None:
-        raise LabError(f"{argv[0]} not found: run `apt-get install -y {profile.qemu.package}`")
+        raise LabError(f"{argv[0]} not found: run `apt-get install -y {profile.require_machine().package}`")
     result = BootResult("incomplete", "", argv)
     stream = RecordStream()
     start = time.monotonic()
@@ -83,13 +95,14 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
     stop_at = start + timeout_s
     pending = b""
     pending_t = 0.0
+    rebooted = False  # the kernel said its last words (FINAL_LINE)
     stderr_chunks: list[bytes] = []
     try:
         fds = [proc.stdout.fileno(), proc.stderr.fileno()]
         while fds:
             now = time.monotonic()
             if now >= stop_at:
-                if result.status == "incomplete":
+                if result.status == "incomplete" and not rebooted:
                     result.status, result.reason = "timeout", f"no end record after {timeout_s:.0f} s; killed"
                 break
             ready, _, _ = select.select(fds, [], [], min(0.2, stop_at - now))
@@ -115,6 +128,8 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
                     if stream.ended and result.status == "incomplete":
                         result.status = "ok"
                         stop_at = time.monotonic() + EXIT_GRACE_S
+                    if FINAL_LINE.match(line.message):
+                        rebooted, stop_at = True, time.monotonic()
         if pending:
             _take(ConsoleLine(pending_t, pending.decode("utf-8", "replace").rstrip("\r")),
                   result, stream, on_record, on_line)
@@ -125,7 +140,9 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
         result.stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
     result.wall_s = time.monotonic() - start
     result.records, result.rejected = stream.records, stream.rejected
-    if result.status == "incomplete":
+    if result.status == "incomplete" and rebooted:
+        result.reason = "the guest rebooted before the agent finished"
+    elif result.status == "incomplete":
         last_err = result.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         result.reason = f"QEMU exited before the agent finished ({last_err[0]})"
     elif result.status == "ok" and stream.rejected:

@@ -1,0 +1,257 @@
+"""Arch profiles, without building or booting anything: every profile loads and says how
+to build and boot its arch, QEMU command lines come out right for each machine, each
+lab-minimal fragment parses, build-only profiles refuse to boot, and doctor checks each
+arch's compiler and emulator."""
+
+import dataclasses
+import json
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from kernellab import arches, doctor
+from kernellab.agent.compile import cross_targets
+from kernellab.arches import BUILD_ONLY_NOTE, ArchProfile
+from kernellab.build import Build
+from kernellab.config.resolve import ResolvedConfig, packaged_fragment
+from kernellab.errors import LabError
+from kernellab.experiments import compare, lab
+from kernellab.experiments.spec import Experiment, packaged_fragments, parse_short
+from kernellab.measure.records import frame
+from kernellab.report import render
+from kernellab.store import Store
+from kernellab.targets import qemu
+
+PROFILES = arches.available()
+BOOTABLE = [n for n in PROFILES if not arches.load(n).build_only]
+BUILD_ONLY = [n for n in PROFILES if arches.load(n).build_only]
+# What each machine must be given, from QEMU's and the kernel's documentation.
+EXPECTED = {
+    "x86_64": ("qemu-system-x86_64", "pc", "ttyS0", "bzImage"),
+    "i386": ("qemu-system-i386", "pc", "ttyS0", "bzImage"),
+    "arm64": ("qemu-system-aarch64", "virt", "ttyAMA0", "Image"),
+    "ppc44x": ("qemu-system-ppc", "bamboo", "ttyS0", "vmlinux"),
+    "ppc32": ("qemu-system-ppc", "mac99,via=pmu", "ttyPZ0", "vmlinux"),
+    "s390x": ("qemu-system-s390x", "s390-ccw-virtio", "ttysclp0", "bzImage"),
+}
+PAGE_OPTIONS = {"ppc44x": "CONFIG_PPC_{}_PAGES", "arm64": "CONFIG_ARM64_{}_PAGES",
+                "mpc885": "CONFIG_PPC_{}_PAGES"}
+
+
+def test_the_profiles_the_lab_knows():
+    assert {"x86_64", "i386", "arm64", "ppc44x", "ppc32", "s390x", "mpc885"} <= set(PROFILES)
+    assert set(EXPECTED) <= set(BOOTABLE) and "mpc885" in BUILD_ONLY
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_profile_loads_with_what_a_build_needs(name):
+    p = arches.load(name)
+    assert p.name == name
+    for field in ("kernel_arch", "build_target", "boot_image", "lab_minimal_base",
+                  "lab_minimal_fragment", "compiler_package"):
+        assert getattr(p, field), f"{name}: empty {field}"
+    # Only the host's own arch builds with the host compiler.
+    assert p.cross_compile.endswith("-") or (name == "x86_64" and p.cross_compile == "")
+    assert p.cc.endswith("gcc") and p.compiler_package.startswith("gcc")
+    assert p.lab_minimal_base == "tinyconfig" or p.lab_minimal_base.endswith("_defconfig")
+
+
+@pytest.mark.parametrize("name", BOOTABLE)
+def test_bootable_profile_names_its_emulator_and_agent(name):
+    p = arches.load(name)
+    assert p.qemu.binary.startswith("qemu-system-") and p.qemu.package.startswith("qemu-system-")
+    assert p.qemu.console and p.qemu.args
+    # The agent build it runs exists, and is compiled for the same ISA as the kernel.
+    target = cross_targets()[p.agent_arch]
+    assert target["cc"] == p.cc or (name == "x86_64" and target["cc"] == "gcc")
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_lab_minimal_fragment_parses_and_covers_the_agent(name):
+    p = arches.load(name)
+    settings = {s.name: s.value for s in packaged_fragment(p.lab_minimal_fragment)}
+    for option in ("CONFIG_PRINTK_TIME", "CONFIG_BLK_DEV_INITRD", "CONFIG_BINFMT_ELF", "CONFIG_PROC_FS",
+                   "CONFIG_SYSFS", "CONFIG_DEVTMPFS", "CONFIG_TMPFS", "CONFIG_PROC_SYSCTL", "CONFIG_FUTEX",
+                   "CONFIG_MULTIUSER", "CONFIG_NET", "CONFIG_INET", "CONFIG_UNIX",
+                   "CONFIG_CRYPTO_USER_API_SKCIPHER", "CONFIG_CRYPTO_AES", "CONFIG_CRYPTO_CBC",
+                   "CONFIG_NO_HZ_IDLE", "CONFIG_HIGH_RES_TIMERS"):
+        assert settings.get(option) == "y", f"{p.lab_minimal_fragment}: {option}"
+    # The scratch disk: virtio-blk in the kernel exactly where the machine gets one.
+    if not p.build_only and p.qemu.disk_args:
+        assert settings.get("CONFIG_VIRTIO_BLK") == "y"
+
+
+def test_page_size_fragments_set_their_arch_option():
+    names = [f for f in packaged_fragments() if "-page-" in f]
+    assert {"ppc44x-page-4k", "ppc44x-page-16k", "ppc44x-page-64k",
+            "arm64-page-4k", "arm64-page-16k", "arm64-page-64k"} <= set(names)
+    for fragment in names:
+        arch, _, size = fragment.partition("-page-")
+        spec = parse_short(f"x=lab-minimal+{fragment}", arch=arch)
+        (setting,) = spec.settings()
+        assert setting.name == PAGE_OPTIONS[arch].format(size.upper()) and setting.value == "y"
+
+
+@pytest.mark.parametrize("name", BOOTABLE)
+@pytest.mark.parametrize("mode", qemu.MODES)
+def test_qemu_command_line(name, mode, tmp_path):
+    p = arches.load(name)
+    binary, machine, console, image_name = EXPECTED.get(name, (p.qemu.binary, None, p.qemu.console, None))
+    image, initrd, disk = tmp_path / Path(p.boot_image).name, tmp_path / "i.cpio", tmp_path / "d.img"
+    argv = qemu.command(p, image, initrd, mode, "KL_ONLY=syscall.null", scratch=disk)
+    assert argv[0] == binary
+    if machine:
+        assert argv[argv.index("-machine") + 1] == machine
+        assert image.name == image_name and p.boot_image.endswith(image_name)
+    assert argv[argv.index("-kernel") + 1] == str(image) and argv[argv.index("-initrd") + 1] == str(initrd)
+    cmdline = argv[argv.index("-append") + 1]
+    assert cmdline.startswith(f"console={console} ") and cmdline.endswith("KL_ONLY=syscall.null")
+    # One serial port, the console, on stdio; no default devices; a reboot ends QEMU.
+    assert argv[argv.index("-serial") + 1] == "stdio" and "-nodefaults" in argv and "-no-reboot" in argv
+    assert ("-icount" in argv) == (mode == "icount")
+    if mode == "icount":
+        assert argv[argv.index("-icount") + 1] == "shift=0,sleep=off"
+        # The guest's randomness (s390x TRNG, virt's rng-seed) must not come from the host.
+        assert "-seed" in argv
+    assert not any("{path}" in a for a in argv)
+    assert (str(disk) in " ".join(argv)) == bool(p.qemu.disk_args)
+
+
+def test_no_scratch_disk_without_a_scratch_path(tmp_path):
+    argv = qemu.command(arches.load("s390x"), tmp_path / "bzImage", tmp_path / "i.cpio", "icount")
+    assert not any("virtio-blk" in a for a in argv)
+
+
+def test_profile_icount_args_replace_the_default(tmp_path):
+    p = arches.load("arm64")
+    own = arches.QemuProfile(p.qemu.binary, p.qemu.package, p.qemu.args, p.qemu.console,
+                             icount_args=("-icount", "shift=0,sleep=off"))
+    argv = qemu.command(ArchProfile(**{**vars(p), "qemu": own}), tmp_path / "Image", tmp_path / "i", "icount")
+    assert argv[-2:] == ["-icount", "shift=0,sleep=off"] and "-rtc" not in argv
+
+
+@pytest.mark.parametrize("name", BUILD_ONLY)
+def test_build_only_profile_refuses_to_boot(name, tmp_path):
+    p = arches.load(name)
+    assert p.qemu is None
+    for attempt in (lambda: qemu.command(p, tmp_path / "vmlinux", tmp_path / "i", "icount"),
+                    lambda: qemu.boot(p, tmp_path / "vmlinux", tmp_path / "i", "icount", 10),
+                    lambda: lab.initramfs_for(types.SimpleNamespace(profile=p))):
+        with pytest.raises(LabError, match=f"cannot boot {name}: {BUILD_ONLY_NOTE}"):
+            attempt()
+
+
+def fake_prepared(spec, variant_id: int) -> lab.Prepared:
+    source = types.SimpleNamespace(version="6.1.192", spec="debian:6.1")
+    config = ResolvedConfig("lab-minimal", "CONFIG_PPC_8xx=y\n", [])
+    return lab.Prepared(spec, source, arches.load(spec.arch), None, config, variant_id)
+
+
+def fake_build(key: str) -> Build:
+    return Build(key=key, artifacts=Path("/nonexistent"), image=Path("/nonexistent/vmlinux"), wall_s=60.0,
+                 user_s=100.0, sys_s=10.0, image_bytes=3 << 20, vmlinux_bytes=3 << 20, text=2 << 20,
+                 data=512 << 10, bss=128 << 10, compiler="powerpc-linux-gnu-gcc 12.2.0", ccache="",
+                 ccache_hit_pct=None, jobs=2, cached=False)
+
+
+def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, tmp_path):
+    """compare --arch mpc885: builds, boots nothing, and every report view says why."""
+    ids = iter(range(1, 10))
+    monkeypatch.setattr(lab, "prepare", lambda spec, store: fake_prepared(spec, next(ids)))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: fake_build(f"k{p.variant_id}"))
+    monkeypatch.setattr(lab, "run", lambda *a, **k: pytest.fail("a build-only variant was booted"))
+    exp = Experiment("t", [parse_short("a=lab-minimal", arch="mpc885"),
+                           parse_short("b=lab-minimal+mpc885-page-4k", arch="mpc885")])
+    messages = []
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"),
+                                              compare.plan(exp, None, None, None, 60.0), log=messages.append)
+    assert failures == [] and report["runs_per_variant"] == {"a": 0, "b": 0}
+    assert all(v["build_only"] and v["build_only_note"] == BUILD_ONLY_NOTE for v in report["variants"])
+    assert report["machine"]["qemu"] == "none (build only)"
+    assert {m["name"] for m in report["metrics"]} == {"build.wall", "build.user", "build.sys", "size.image",
+                                                      "size.vmlinux", "size.text", "size.data", "size.bss"}
+    assert any(BUILD_ONLY_NOTE in m for m in messages)
+    assert json.loads(render(report, "json"))["variants"][0]["build_only"] is True
+    for fmt in ("table", "markdown"):
+        text = render(report, fmt)
+        assert text.count(BUILD_ONLY_NOTE) == 2, fmt  # once per variant, in the header
+
+
+def test_booted_variants_are_not_marked_build_only():
+    variant = compare._variant_json(types.SimpleNamespace(prepared=fake_prepared(parse_short("a", arch="s390x"), 1),
+                                                           build=fake_build("k"), runs=[]))
+    assert variant["build_only"] is False and "build_only_note" not in variant
+
+
+def test_doctor_checks_each_arch_compiler_and_emulator(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    checks = doctor.checks()
+    missing = [c for c in checks if not c.ok]
+    command = doctor.install_command(missing)
+    for name in PROFILES:
+        p = arches.load(name)
+        assert f" {p.compiler_package}" in command
+        if not p.build_only:
+            assert f" {p.qemu.package}" in command
+    # Every arch's compiler and emulator is checked once (profiles share them, e.g. ppc).
+    whats = {c.what for c in checks}
+    assert {"s390x compiler", "s390x emulator", "arm64 emulator", "i386 compiler"} <= whats
+    assert not any(c.what == f"{n} emulator" for c in checks for n in BUILD_ONLY)
+
+
+def test_missing_cross_compiler_is_one_line_with_the_install_command(monkeypatch):
+    from kernellab import toolchain
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(LabError) as err:
+        toolchain.detect(arches.load("s390x"))
+    assert str(err.value).startswith("s390x-linux-gnu-gcc not found: run `apt-get install -y gcc-s390x-linux-gnu`")
+
+
+def test_missing_emulator_is_one_line_with_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(LabError, match=r"qemu-system-ppc not found: run `apt-get install -y qemu-system-ppc`"):
+        qemu.boot(arches.load("ppc44x"), tmp_path / "vmlinux", tmp_path / "i", "icount", 10)
+
+
+def test_malformed_profiles_are_one_line_errors():
+    good = {"name": "t", "kernel_arch": "t", "cross_compile": "t-", "build_target": "vmlinux",
+            "boot_image": "vmlinux", "lab_minimal_fragment": "x", "debian_config": "", "compiler_package": "gcc-t"}
+    assert arches._profile("t.toml", dict(good)).build_only
+    with pytest.raises(LabError, match="t.toml: missing boot_image"):
+        arches._profile("t.toml", {k: v for k, v in good.items() if k != "boot_image"})
+    with pytest.raises(LabError, match="t.toml: unknown key.* bootimage"):
+        arches._profile("t.toml", {**good, "bootimage": "x"})
+    with pytest.raises(LabError, match=r"t.toml \[qemu\]: missing console"):
+        arches._profile("t.toml", {**good, "qemu": {"binary": "q", "package": "q", "args": []}})
+    with pytest.raises(LabError, match="unknown arch 'vax': use one of .*mpc885.*s390x"):
+        arches.load("vax")
+
+
+def machine_ignoring_reset(tmp_path, last_words: list[str]) -> ArchProfile:
+    """A stand-in for QEMU on a machine whose reset does nothing (as bamboo's): it prints
+    the agent's records and the kernel's last words, then spins instead of exiting."""
+    script = tmp_path / "qemu-system-fake"
+    body = "".join(f"echo '{line}'\n" for line in last_words)
+    script.write_text(f"#!/bin/sh\n{body}exec sleep 60\n")
+    script.chmod(0o755)
+    p = arches.load("ppc44x")
+    return dataclasses.replace(p, qemu=dataclasses.replace(p.qemu, binary=str(script)))
+
+
+def test_boot_stops_at_the_kernels_last_line_when_the_reset_is_ignored(tmp_path):
+    profile = machine_ignoring_reset(tmp_path, [frame("seq=0 t=hello v=1"), frame("seq=1 t=end records=1"),
+                                                "[    3.159660] reboot: Restarting system"])
+    start = time.monotonic()
+    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    assert result.status == "ok" and result.reason == ""
+    assert time.monotonic() - start < qemu.EXIT_GRACE_S  # not the grace, let alone the limit
+
+
+def test_reboot_before_the_agent_finished_is_incomplete_at_once(tmp_path):
+    profile = machine_ignoring_reset(tmp_path, [frame("seq=0 t=hello v=1"), "[    1.0] reboot: Power down"])
+    start = time.monotonic()
+    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    assert result.status == "incomplete" and result.reason == "the guest rebooted before the agent finished"
+    assert time.monotonic() - start < qemu.EXIT_GRACE_S
