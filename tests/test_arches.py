@@ -78,6 +78,9 @@ def test_lab_minimal_fragment_parses_and_covers_the_agent(name):
                    "CONFIG_CRYPTO_USER_API_SKCIPHER", "CONFIG_CRYPTO_AES", "CONFIG_CRYPTO_CBC",
                    "CONFIG_NO_HZ_IDLE", "CONFIG_HIGH_RES_TIMERS"):
         assert settings.get(option) == "y", f"{p.lab_minimal_fragment}: {option}"
+    # A 32-bit agent's glibc uses the 32-bit time syscalls whenever the values fit.
+    if cross_targets().get(p.agent_arch, {}).get("elf", {}).get("class") == 32:
+        assert settings.get("CONFIG_COMPAT_32BIT_TIME") == "y", p.lab_minimal_fragment
     # The scratch disk: virtio-blk in the kernel exactly where the machine gets one.
     if not p.build_only and p.qemu.disk_args:
         assert settings.get("CONFIG_VIRTIO_BLK") == "y"
