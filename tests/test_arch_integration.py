@@ -22,19 +22,12 @@ def built(store):
     return prepared, lab.ensure_built(prepared, store)
 
 
-def samples(store, run_id):
-    out = {}
-    for row in store.run_samples(run_id):
-        out.setdefault(row["metric"], []).append(row["value"])
-    return out
-
-
 def test_icount_reruns_are_identical_and_milestones_ordered(built, store):
     prepared, build = built
     options = lab.RunOptions("icount", timeout_s=300, cmdline_extra=f"KL_ONLY={','.join(ONLY)}")
     runs = [lab.run(prepared, build, store, options) for _ in range(2)]
     assert [r.status for r in runs] == ["ok", "ok"], [r.reason for r in runs]
-    first, second = (samples(store, r.run_id) for r in runs)
+    first, second = (store.run_metrics(r.run_id) for r in runs)
     assert set(ONLY) <= set(first), sorted(first)
     assert all(min(first[m]) > 0 for m in ONLY)
     # Every guest-clock metric valid under icount is bit-identical run to run; host-clock

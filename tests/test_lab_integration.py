@@ -19,18 +19,11 @@ RUNTIME = {"syscall.null", "syscall.read", "syscall.write", "syscall.open_close"
 ORDER = ["first_output", "linux_version", "freeing_unused", "init_start", "agent_ready"]
 
 
-def samples(store, run_id):
-    out = {}
-    for row in store.run_samples(run_id):
-        out.setdefault(row["metric"], []).append(row["value"])
-    return out
-
-
 def test_icount_reruns_are_identical_and_milestones_ordered(minimal, store):
     prepared, build = minimal
     runs = [lab.run(prepared, build, store, lab.RunOptions("icount", timeout_s=300)) for _ in range(2)]
     assert [r.status for r in runs] == ["ok", "ok"], [r.reason for r in runs]
-    first, second = (samples(store, r.run_id) for r in runs)
+    first, second = (store.run_metrics(r.run_id) for r in runs)
     assert RUNTIME <= set(first)
     assert all(len(first[m]) >= 3 and min(first[m]) > 0 for m in RUNTIME)
     # Every metric valid under icount is bit-identical; host-clock rows and the
@@ -66,7 +59,7 @@ def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store,
     prepared, build = minimal
     outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20), initrd=stub_initrd(tmp_path, "hang"))
     assert outcome.status == "timeout"
-    assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
+    assert store.run_metrics(outcome.run_id)["syscall.null"] == [42.0]
     assert "Run /init as init process" in store.run_log(outcome.run_id)
     row = next(r for r in store.runs() if r["id"] == outcome.run_id)
     assert row["status"] == "timeout" and "killed" in row["reason"]
@@ -77,7 +70,7 @@ def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
     outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120), initrd=stub_initrd(tmp_path, "exit"))
     assert outcome.status == "panic"
     assert "Attempted to kill init" in outcome.reason
-    assert samples(store, outcome.run_id)["syscall.null"] == [42.0]
+    assert store.run_metrics(outcome.run_id)["syscall.null"] == [42.0]
     started, ended = store.db.execute("SELECT started, ended FROM runs WHERE id=?", (outcome.run_id,)).fetchone()
     assert ended - started < 60  # detected from the console, not by the 120 s limit
 
@@ -162,5 +155,5 @@ def test_timings_from_a_tick_resolution_clock_are_refused(minimal, store, tmp_pa
     outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120),
                       initrd=stub_initrd(tmp_path, "reboot", records))
     assert outcome.status == "coarse-clock" and "refined-jiffies" in outcome.reason
-    got = samples(store, outcome.run_id)
+    got = store.run_metrics(outcome.run_id)
     assert "syscall.null" not in got and got["mem.alloc_max"] == [231.0]

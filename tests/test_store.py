@@ -19,9 +19,11 @@ def test_samples_are_committed_as_they_arrive(tmp_path):
     other = sqlite3.connect(path)
     assert other.execute("SELECT value FROM samples").fetchall() == [(206.0,)]
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.add_sample(run, "syscall.null", "ns", 1, 16, 207.0)
+    assert store.run_metrics(run) == {"syscall.null": [206.0, 207.0]}
     store.finish_run(run, "timeout", "killed")
     rows = store.runs()
-    assert rows[0]["status"] == "timeout" and rows[0]["samples"] == 1
+    assert rows[0]["status"] == "timeout" and rows[0]["samples"] == 2
 
 
 def test_unwritable_store_is_one_clear_error(tmp_path):

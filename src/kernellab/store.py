@@ -108,6 +108,13 @@ class Store:
         return self.db.execute("SELECT metric, unit, rep, iters, value FROM samples WHERE run_id=?"
                                " ORDER BY id", (run_id,)).fetchall()
 
+    def run_metrics(self, run_id) -> dict[str, list[float]]:
+        """metric -> the run's samples of it, in the order they arrived."""
+        out: dict[str, list[float]] = {}
+        for row in self.run_samples(run_id):
+            out.setdefault(row["metric"], []).append(row["value"])
+        return out
+
     def runs(self, limit: int = 50) -> list[sqlite3.Row]:
         return self.db.execute(
             "SELECT r.id, r.started, r.ended, r.mode, r.status, r.reason, r.target, v.name,"

@@ -111,9 +111,7 @@ class Prober:
                 probe.runs[m].append(figures[m][1])
 
     def _add_run(self, probe: Probe, run_id: int) -> None:
-        by_metric: dict[str, list[float]] = {}
-        for row in self.store.run_samples(run_id):
-            by_metric.setdefault(row["metric"], []).append(row["value"])
+        by_metric = self.store.run_metrics(run_id)
         for m in self.metrics:
             if m in BUILD_METRICS:
                 continue
