@@ -33,6 +33,7 @@ EXPECTED = {
     "i386": ("qemu-system-i386", "pc", "ttyS0", "bzImage"),
     "arm64": ("qemu-system-aarch64", "virt", "ttyAMA0", "Image"),
     "ppc44x": ("qemu-system-ppc", "bamboo", "ttyS0", "vmlinux"),
+    "ppc460": ("qemu-system-ppc", "sam460ex", "ttyS0", "vmlinux"),
     "ppc32": ("qemu-system-ppc", "mac99,via=pmu", "ttyPZ0", "vmlinux"),
     "s390x": ("qemu-system-s390x", "s390-ccw-virtio", "ttysclp0", "bzImage"),
 }
@@ -41,7 +42,7 @@ PAGE_OPTIONS = {"ppc44x": "CONFIG_PPC_{}_PAGES", "arm64": "CONFIG_ARM64_{}_PAGES
 
 
 def test_the_profiles_the_lab_knows():
-    assert {"x86_64", "i386", "arm64", "ppc44x", "ppc32", "s390x", "mpc885"} <= set(PROFILES)
+    assert {"x86_64", "i386", "arm64", "ppc44x", "ppc460", "ppc32", "s390x", "mpc885"} <= set(PROFILES)
     assert set(EXPECTED) <= set(BOOTABLE) and "mpc885" in BUILD_ONLY
 
 
@@ -111,6 +112,7 @@ def test_qemu_command_line(name, mode, tmp_path):
     assert argv[argv.index("-kernel") + 1] == str(image) and argv[argv.index("-initrd") + 1] == str(initrd)
     cmdline = argv[argv.index("-append") + 1]
     assert cmdline.startswith(f"console={console} ") and cmdline.endswith("KL_ONLY=syscall.null")
+    assert p.qemu.kernel_args in cmdline and "  " not in cmdline
     # One serial port, the console, on stdio; no default devices; a reboot ends QEMU.
     assert argv[argv.index("-serial") + 1] == "stdio" and "-nodefaults" in argv and "-no-reboot" in argv
     assert ("-icount" in argv) == (mode == "icount")
@@ -258,3 +260,15 @@ def test_reboot_before_the_agent_finished_is_incomplete_at_once(tmp_path):
     result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
     assert result.status == "incomplete" and result.reason == "the guest rebooted before the agent finished"
     assert time.monotonic() - start < qemu.EXIT_GRACE_S
+
+
+def test_early_console_lines_ending_in_newline_carriage_return_keep_their_printk_time(tmp_path):
+    """powermac's early console (udbg_scc, ppc32's sccdbg) ends lines with "\\n\\r"."""
+    script = tmp_path / "qemu-system-fake"
+    script.write_text("#!/bin/sh\nprintf '[    0.000000] Linux version 6.1.192\\n\\r[    0.5] Run /init as init process\\n\\r'\n")
+    script.chmod(0o755)
+    p = arches.load("ppc32")
+    profile = dataclasses.replace(p, qemu=dataclasses.replace(p.qemu, binary=str(script)))
+    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    assert [(l.text, l.printk_s) for l in result.lines] == [
+        ("[    0.000000] Linux version 6.1.192", 0.0), ("[    0.5] Run /init as init process", 0.5)]

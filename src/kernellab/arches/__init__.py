@@ -27,6 +27,8 @@ class QemuProfile:
     disk_args: tuple[str, ...] = ()
     # The machine's deterministic-timing arguments; None: targets.qemu's default.
     icount_args: tuple[str, ...] | None = None
+    # Kernel arguments this machine needs besides console= (e.g. an early console).
+    kernel_args: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ def _qemu(origin: str, data: dict) -> QemuProfile:
     _check_keys(origin, data, _QEMU_REQUIRED, {f.name for f in fields(QemuProfile)})
     icount = data.get("icount_args")
     return QemuProfile(data["binary"], data["package"], tuple(data["args"]), data["console"],
-                       tuple(data.get("disk_args", ())), None if icount is None else tuple(icount))
+                       tuple(data.get("disk_args", ())), None if icount is None else tuple(icount),
+                       data.get("kernel_args", ""))
 
 
 def _check_keys(origin: str, data: dict, required, known: set[str]) -> None:

@@ -63,7 +63,8 @@ def command(profile: ArchProfile, image: Path, initrd: Path, mode: str,
     if mode not in MODES:
         raise LabError(f"unknown timing mode {mode!r}: use one of {', '.join(MODES)}")
     machine = profile.require_machine()
-    cmdline = f"console={machine.console} printk.time=1 panic=-1 loglevel=7 {cmdline_extra}".strip()
+    words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7", cmdline_extra]
+    cmdline = " ".join(w for w in words if w)
     argv = [machine.binary, *machine.args, "-accel", "tcg",
             "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
             "-no-reboot", "-kernel", str(image), "-initrd", str(initrd), "-append", cmdline]
@@ -120,7 +121,7 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
                 pending += chunk
                 while b"\n" in pending:
                     raw, pending = pending.split(b"\n", 1)
-                    line = ConsoleLine(pending_t, raw.decode("utf-8", "replace").rstrip("\r"))
+                    line = ConsoleLine(pending_t, _text(raw))
                     pending_t = arrived
                     _take(line, result, stream, on_record, on_line)
                     if result.status == "panic" and stop_at > time.monotonic() + PANIC_GRACE_S:
@@ -130,9 +131,8 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
                         stop_at = time.monotonic() + EXIT_GRACE_S
                     if FINAL_LINE.match(line.message):
                         rebooted, stop_at = True, time.monotonic()
-        if pending:
-            _take(ConsoleLine(pending_t, pending.decode("utf-8", "replace").rstrip("\r")),
-                  result, stream, on_record, on_line)
+        if _text(pending):  # a last line without its newline; a lone "\r" is no line
+            _take(ConsoleLine(pending_t, _text(pending)), result, stream, on_record, on_line)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -148,6 +148,12 @@ def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: 
     elif result.status == "ok" and stream.rejected:
         result.reason = f"{len(stream.rejected)} damaged record(s) rejected"
     return result
+
+
+def _text(raw: bytes) -> str:
+    """A console line without its carriage returns: serial drivers end lines with "\r\n",
+    some early ones (powermac's udbg_scc) with "\n\r", which leaves the "\r" in front."""
+    return raw.decode("utf-8", "replace").strip("\r")
 
 
 def _take(line: ConsoleLine, result: BootResult, stream: RecordStream, on_record, on_line) -> None:
