@@ -1,7 +1,10 @@
 """Integration: a real Debian 6.1 lab-minimal kernel, built and booted under QEMU."""
 
 import json
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -11,6 +14,7 @@ from kernellab.experiments.spec import parse_short
 from kernellab.initramfs import build_cpio
 from kernellab.measure.catalog import describe
 from kernellab.measure.records import frame
+from kernellab.store import Store
 
 pytestmark = pytest.mark.integration
 
@@ -73,6 +77,24 @@ def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
     assert store.run_metrics(outcome.run_id)["syscall.null"] == [42.0]
     started, ended = store.db.execute("SELECT started, ended FROM runs WHERE id=?", (outcome.run_id,)).fetchone()
     assert ended - started < 60  # detected from the console, not by the 120 s limit
+
+
+def test_killed_command_marks_the_run_interrupted_and_keeps_its_samples(minimal, tmp_path):
+    db = tmp_path / "s.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "kernellab.cli", "compare", "lab-minimal", "--store", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists() and Store(db).db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] >= 5:
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted (SIGTERM)" in err and "Traceback" not in err, err
+    store = Store(db)
+    (run,) = store.runs()
+    assert run["status"] == "interrupted" and run["reason"] == "interrupted (SIGTERM)"
+    assert len(store.run_metrics(run["id"])) >= 1  # what was measured before the kill is kept
 
 
 def test_option_with_unmet_dependencies_is_reported_dropped(tmp_path):

@@ -6,6 +6,7 @@ import argparse
 import datetime
 import gc
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -329,15 +330,24 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _stop(signum, _frame) -> None:
+    # A kill or a closed terminal takes the same path as Ctrl-C: the run in progress is
+    # marked interrupted and everything measured so far stays in the store.
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
     try:
         return args.func(args)
     except LabError as exc:
         print(f"kernellab: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("kernellab: interrupted; every sample measured so far is in the store", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        why = exc.args[0] if exc.args else "Ctrl-C"
+        print(f"kernellab: interrupted ({why}); every sample measured so far is in the store", file=sys.stderr)
         return 130
 
 

@@ -133,8 +133,8 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
         try:
             result = qemu.boot(p.profile, build.image, initrd, options.mode, options.timeout_s,
                                options.cmdline(), on_record=on_record, scratch=scratch)
-        except KeyboardInterrupt:
-            store.finish_run(run_id, "interrupted", "interrupted by the user")
+        except KeyboardInterrupt as exc:
+            store.finish_run(run_id, "interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})")
             raise
     _store_console_metrics(store, run_id, result.lines)
     store.add_log("console", result.console_log, run_id=run_id)

@@ -1,0 +1,153 @@
+"""Bisect Debian's stock amd64 6.1 config, reduced, against lab-minimal; and what the
+bisect's probe builds cost next to a cold build of the same tree, in one run.
+
+The reduction. Debian's config builds thousands of modules and most of drivers/: every
+probe of a bisect over it would rebuild a distribution kernel. What a lab kernel can
+carry of it, and what decides the speed of a system call or a fork, are the kernel-wide
+choices. So BAD is lab-minimal with Debian's value for every option a user can set in
+  - Kernel hacking (debug checks, tracing, lockup detectors),
+  - General architecture-dependent options (stack protector, stack offset randomization,
+    VMAP_STACK, jump labels, kprobes),
+  - the CPU mitigations menu (retpolines, return thunks, page table isolation, ...),
+  - the standard features tinyconfig strips and the above need (BUG, KALLSYMS, ...: the
+    menu under EXPERT),
+  - security/Kconfig and security/Kconfig.hardening (the LSM framework, hardened
+    usercopy, FORTIFY_SOURCE, init_on_alloc),
+and nothing of drivers, file systems, networking, modules or the LSMs themselves
+(SELinux, AppArmor...: their policies are not loaded in the lab). DEBUG_INFO stays off:
+it changes no code and doubles the build. olddefconfig decides what BAD really is; the
+bisect reports what it added or refused.
+
+Steps, in a private cache (the source tree, agents and parsed Kconfig are shared with
+the main cache; build tree, ccache, artifacts and store are fresh):
+  1. a cold build of BAD (empty ccache, empty build tree): the reference wall time;
+  2. `kernellab bisect lab-minimal BAD --metric M --threshold T`, icount mode;
+  3. the bisect's probe builds as a fraction of the cold build (goal: median <= 35%).
+
+Run:  .venv/bin/python bench/bisect_debian.py [--metric syscall.null] [--threshold 5] [--cache DIR]
+A rerun with the same --cache resumes: finished probes come from the store there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHARED = ("sources", "kconfig", "agent", "initramfs", "source-hashes.json")
+MENUS = ("Kernel hacking", "General architecture-dependent options")
+FILES = ("security/Kconfig", "security/Kconfig.hardening")
+# Menus given by their symbol: (include the symbol itself, include what is under it).
+# EXPERT's menu holds the standard features tinyconfig strips (BUG, KALLSYMS, ...), which
+# the debugging options need; EXPERT itself stays on, or those options would go back to
+# their defaults.
+MENU_SYMBOLS = {"CPU_MITIGATIONS": True, "EXPERT": False}
+
+
+def private_cache(root: Path) -> None:
+    """Point kernellab at `root`, sharing only what does not decide build cost."""
+    from platformdirs import user_cache_dir
+    main = Path(os.environ.get("KERNELLAB_CACHE") or user_cache_dir("kernellab"))
+    root.mkdir(parents=True, exist_ok=True)
+    for name in SHARED:
+        link = root / name
+        if (main / name).exists() and not link.exists():
+            link.symlink_to(main / name)
+    os.environ["KERNELLAB_CACHE"] = str(root)
+
+
+def in_reduction(node, menu_symbols: dict) -> bool:
+    from kernellab.config.kconfig import menus
+    outer = menus(node)
+    if outer and outer[0] in MENUS or node.filename in FILES:
+        return True
+    if menu_symbols.get(node.item, False):
+        return True
+    parent = node.parent
+    while parent is not None:
+        if parent.item in menu_symbols:
+            return True
+        parent = parent.parent
+    return False
+
+
+def reduced_debian(lean, debian) -> dict[str, str]:
+    """Debian's values, where they differ from lean's, for the options of the reduction."""
+    from kernellab.config.kconfig import open_tree
+    tree = open_tree(lean.source, lean.profile, lean.toolchain)
+    menu_symbols = {tree.kconf.syms[name]: itself for name, itself in MENU_SYMBOLS.items()}
+    lean_v, deb_v = lean.config.values, debian.config.values
+    out = {}
+    for sym in tree.kconf.unique_defined_syms:
+        node = next((n for n in sym.nodes if n.prompt), None)
+        name = "CONFIG_" + sym.name
+        if node is not None and in_reduction(node, menu_symbols) and deb_v.get(name, "n") != lean_v.get(name, "n"):
+            out[name] = deb_v.get(name, "n")
+    for name in [n for n in out if n.startswith("CONFIG_DEBUG_INFO")]:
+        del out[name]
+    out["CONFIG_DEBUG_INFO_NONE"] = "y"
+    return out
+
+
+def distribution(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return f"min {min(values):.0%}, q1 {q[0]:.0%}, median {q[1]:.0%}, q3 {q[2]:.0%}, max {max(values):.0%}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--metric", default="syscall.null")
+    ap.add_argument("--threshold", type=float, default=5.0, help="percent (default 5)")
+    ap.add_argument("--cache", help="private cache directory (default: a new temporary one)")
+    args = ap.parse_args()
+    root = Path(args.cache or tempfile.mkdtemp(prefix="kernellab-bench-"))
+    private_cache(root)
+
+    from kernellab.config.dotconfig import format_config
+    from kernellab.experiments import lab
+    from kernellab.experiments.bisect import Bisector
+    from kernellab.experiments.spec import VariantSpec
+    from kernellab.report.attribution import bisect_text
+    from kernellab.store import Store
+
+    store = Store(root / "kernellab.sqlite")
+    good = VariantSpec("lab-minimal", "lab-minimal")
+    lean = lab.prepare(good, store)
+    settings = reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"), store))
+    fragment = root / "debian-reduced.config"
+    fragment.write_text("# Debian amd64 6.1: kernel hacking, arch hardening, mitigations, security core\n"
+                        + format_config(settings))
+    bad = VariantSpec("debian-reduced", "lab-minimal", [str(fragment)])
+    prepared = lab.prepare(bad, store)
+    print(f"cache {root}; BAD = lab-minimal + {len(settings)} of Debian's values ({fragment}); "
+          f"olddefconfig refused {len(prepared.config.dropped)}:", flush=True)
+    for d in prepared.config.dropped:
+        print(f"  {d['option']}: asked {d['asked']}, got {d['got']}")
+
+    start = time.monotonic()
+    cold = lab.ensure_built(prepared, store, log=lambda m: print(m, flush=True))
+    print(f"cold build of BAD: {cold.wall_s:.0f} s{' (cached from an earlier run of this cache)' if cold.cached else ''}",
+          flush=True)
+    bisector = Bisector.for_variants(store, good, bad, args.metric, "icount", args.threshold,
+                                     log=lambda m: print(m, flush=True))
+    result = bisector.run().to_dict()
+    result["cold_build_s"] = cold.wall_s
+    result["bench_wall_s"] = time.monotonic() - start
+    (root / "bisect.json").write_text(json.dumps(result, indent=1))
+    print()
+    print(bisect_text(result), end="")
+    built = [p["build_s"] / cold.wall_s for p in result["probes"] if p["built"]]
+    if built:
+        print(f"probe builds vs the cold build ({cold.wall_s:.0f} s, -j{os.cpu_count()}), "
+              f"{len(built)} builds: {distribution(built)} (goal: median <= 35%)")
+    print(f"whole bench {result['bench_wall_s'] / 60:.1f} min; report {root / 'bisect.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
