@@ -1,31 +1,36 @@
-"""Bisect Debian's stock amd64 6.1 config, reduced, against lab-minimal; and what the
-bisect's probe builds cost next to a cold build of the same tree, in one run.
+"""What a bisect's probe builds cost next to a cold build of the same tree, side by side
+in one run, for two kinds of search (goal: median probe build <= 35% of the cold build):
 
-The reduction. Debian's config builds thousands of modules and most of drivers/: every
-probe of a bisect over it would rebuild a distribution kernel. What a lab kernel can
-carry of it, and what decides the speed of a system call or a fork, are the kernel-wide
-choices. So BAD is lab-minimal with Debian's value for every option a user can set in
-  - Kernel hacking (debug checks, tracing, lockup detectors),
-  - General architecture-dependent options (stack protector, stack offset randomization,
-    VMAP_STACK, jump labels, kprobes),
-  - the CPU mitigations menu (retpolines, return thunks, page table isolation, ...),
-  - the standard features tinyconfig strips and the above need (BUG, KALLSYMS, ...: the
-    menu under EXPERT),
-  - security/Kconfig and security/Kconfig.hardening (the LSM framework, hardened
-    usercopy, FORTIFY_SOURCE, init_on_alloc),
-and nothing of drivers, file systems, networking, modules or the LSMs themselves
-(SELinux, AppArmor...: their policies are not loaded in the lab). DEBUG_INFO stays off:
-it changes no code and doubles the build. olddefconfig decides what BAD really is; the
-bisect reports what it added or refused.
+--study debian (default): Debian's stock amd64 6.1 config, reduced, against lab-minimal.
+  Debian's config builds thousands of modules and most of drivers/: every probe of a
+  bisect over it would rebuild a distribution kernel. What a lab kernel can carry of it,
+  and what decides the speed of a system call or a fork, are the kernel-wide choices. So
+  BAD is lab-minimal with Debian's value for every option a user can set in
+    - Kernel hacking (debug checks, tracing, lockup detectors),
+    - General architecture-dependent options (stack protector, stack offset
+      randomization, VMAP_STACK, jump labels, kprobes),
+    - the CPU mitigations menu (retpolines, return thunks, page table isolation, ...),
+    - the standard features tinyconfig strips and the above need (BUG, KALLSYMS, ...:
+      the menu under EXPERT),
+    - security/Kconfig and security/Kconfig.hardening (the LSM framework, hardened
+      usercopy, FORTIFY_SOURCE, init_on_alloc),
+  and nothing of drivers, file systems, networking, modules or the LSMs themselves
+  (SELinux, AppArmor...: their policies are not loaded in the lab). DEBUG_INFO stays off:
+  it changes no code and doubles the build. olddefconfig decides what BAD really is.
+  Most of these options are compiler flags or sit in widely included headers.
+--study bystanders: the self-test's search, lab-minimal against lab-minimal + 20 options
+  of one file each + SLUB_DEBUG_ON, on fork+exit: options whose code is local.
 
-Steps, in a private cache (the source tree, agents and parsed Kconfig are shared with
-the main cache; build tree, ccache, artifacts and store are fresh):
+Each study runs in a private cache (the source tree, agents and parsed Kconfig are shared
+with the main cache; build tree, ccache, artifacts and store are fresh):
   1. a cold build of BAD (empty ccache, empty build tree): the reference wall time;
-  2. `kernellab bisect lab-minimal BAD --metric M --threshold T`, icount mode;
-  3. the bisect's probe builds as a fraction of the cold build (goal: median <= 35%).
+  2. the bisect, icount mode;
+  3. the bisect's probe builds as a fraction of the cold build.
 
-Run:  .venv/bin/python bench/bisect_debian.py [--metric syscall.null] [--threshold 5] [--cache DIR]
+Run:  .venv/bin/python bench/bisect_builds.py [--study debian|bystanders] [--metric M]
+                                               [--threshold PCT] [--cache DIR]
 A rerun with the same --cache resumes: finished probes come from the store there.
+The Debian study takes 1-2 hours on 2 cores; the bystanders study about 15 minutes.
 """
 
 from __future__ import annotations
@@ -99,12 +104,32 @@ def distribution(values: list[float]) -> str:
     return f"min {min(values):.0%}, q1 {q[0]:.0%}, median {q[1]:.0%}, q3 {q[2]:.0%}, max {max(values):.0%}"
 
 
+# The self-test's bystanders (tests/test_attribution_integration.py): one new file each.
+BYSTANDERS = ["CRC_CCITT", "CRC16", "CRC_ITU_T", "CRC64", "CRC4", "CRC7", "CRC8", "NLS",
+              "NLS_CODEPAGE_437", "NLS_CODEPAGE_737", "NLS_CODEPAGE_775", "NLS_CODEPAGE_850",
+              "NLS_CODEPAGE_852", "NLS_CODEPAGE_855", "NLS_CODEPAGE_857", "NLS_CODEPAGE_860",
+              "NLS_CODEPAGE_861", "NLS_CODEPAGE_862", "NLS_CODEPAGE_863", "NLS_CODEPAGE_864"]
+STUDIES = {"debian": ("syscall.null", 5.0), "bystanders": ("proc.fork_exit", 10.0)}
+
+
+def bad_settings(study: str, lean, store) -> tuple[str, dict[str, str]]:
+    from kernellab.experiments import lab
+    from kernellab.experiments.spec import VariantSpec
+    if study == "debian":
+        return ("lab-minimal + Debian's debugging, hardening and mitigation choices",
+                reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"), store)))
+    return ("lab-minimal + 20 bystanders + SLUB_DEBUG_ON",
+            {f"CONFIG_{o}": "y" for o in [*BYSTANDERS, "SLUB_DEBUG_ON"]})
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--metric", default="syscall.null")
-    ap.add_argument("--threshold", type=float, default=5.0, help="percent (default 5)")
+    ap = argparse.ArgumentParser(description="What a bisect's probe builds cost next to a cold build.")
+    ap.add_argument("--study", choices=sorted(STUDIES), default="debian")
+    ap.add_argument("--metric", help="default: syscall.null (debian), proc.fork_exit (bystanders)")
+    ap.add_argument("--threshold", type=float, help="percent (default: 5 (debian), 10 (bystanders))")
     ap.add_argument("--cache", help="private cache directory (default: a new temporary one)")
     args = ap.parse_args()
+    metric, threshold = args.metric or STUDIES[args.study][0], args.threshold or STUDIES[args.study][1]
     root = Path(args.cache or tempfile.mkdtemp(prefix="kernellab-bench-"))
     private_cache(root)
 
@@ -118,13 +143,12 @@ def main() -> int:
     store = Store(root / "kernellab.sqlite")
     good = VariantSpec("lab-minimal", "lab-minimal")
     lean = lab.prepare(good, store)
-    settings = reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"), store))
-    fragment = root / "debian-reduced.config"
-    fragment.write_text("# Debian amd64 6.1: kernel hacking, arch hardening, mitigations, security core\n"
-                        + format_config(settings))
-    bad = VariantSpec("debian-reduced", "lab-minimal", [str(fragment)])
+    what, settings = bad_settings(args.study, lean, store)
+    fragment = root / f"{args.study}.config"
+    fragment.write_text(f"# {what}\n" + format_config(settings))
+    bad = VariantSpec(args.study, "lab-minimal", [str(fragment)])
     prepared = lab.prepare(bad, store)
-    print(f"cache {root}; BAD = lab-minimal + {len(settings)} of Debian's values ({fragment}); "
+    print(f"cache {root}; BAD = {what}: {len(settings)} settings ({fragment}); "
           f"olddefconfig refused {len(prepared.config.dropped)}:", flush=True)
     for d in prepared.config.dropped:
         print(f"  {d['option']}: asked {d['asked']}, got {d['got']}")
@@ -133,7 +157,7 @@ def main() -> int:
     cold = lab.ensure_built(prepared, store, log=lambda m: print(m, flush=True))
     print(f"cold build of BAD: {cold.wall_s:.0f} s{' (cached from an earlier run of this cache)' if cold.cached else ''}",
           flush=True)
-    bisector = Bisector.for_variants(store, good, bad, args.metric, "icount", args.threshold,
+    bisector = Bisector.for_variants(store, good, bad, metric, "icount", threshold,
                                      log=lambda m: print(m, flush=True))
     result = bisector.run().to_dict()
     result["cold_build_s"] = cold.wall_s
