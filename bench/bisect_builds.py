@@ -174,4 +174,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from kernellab.errors import LabError
+    try:
+        sys.exit(main())
+    except LabError as exc:
+        sys.exit(f"bisect_builds: error: {exc} (rerun with the same --cache to resume)")

@@ -1,5 +1,11 @@
+import os
+import signal
+import time
+
+import pytest
+
 from kernellab import doctor
-from kernellab.build import first_error
+from kernellab.build import _timed_make, first_error
 
 
 def test_first_error_names_the_first_compiler_error(tmp_path):
@@ -27,3 +33,36 @@ def test_doctor_names_what_is_missing_and_how_to_install_it(monkeypatch):
     assert command.startswith("apt-get install -y")
     for package in ("make", "flex", "bison", "ccache", "gcc", "qemu-system-x86"):
         assert f" {package}" in command
+
+
+def test_stopping_a_build_stops_every_process_make_started(tmp_path):
+    """A make interrupted by Ctrl-C or a kill must not leave compilers writing into the
+    shared build tree behind it."""
+    pids = tmp_path / "pids"
+    # A stand-in for make -j2: two "compilers" in the background, then wait for them.
+    script = f"sleep 60 & echo $! >> {pids}; sleep 60 & echo $! >> {pids}; wait"
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _timed_make(["sh", "-c", script], dict(os.environ), tmp_path / "build.log")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    children = [int(p) for p in pids.read_text().split()]
+    assert len(children) == 2
+    time.sleep(0.2)
+    assert [pid for pid in children if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for whoever inherited it to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -14,6 +14,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -154,9 +155,19 @@ def _timed_make(argv: list[str], env: dict, log_path: Path) -> tuple[float, floa
     start = time.monotonic()
     with log_path.open("w") as log_file:
         try:
-            rc = subprocess.run(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env).returncode
+            # Its own process group: if kernellab is stopped, the whole make tree (every
+            # compiler it started) stops with it, and no orphan keeps writing into a build
+            # tree the next build will use.
+            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
         except FileNotFoundError:
             raise LabError("make not found: run `apt-get install -y make` (or `kernellab doctor`)") from None
+        try:
+            rc = proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, rc
