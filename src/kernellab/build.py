@@ -165,7 +165,10 @@ def _timed_make(argv: list[str], env: dict, log_path: Path) -> tuple[float, floa
         try:
             rc = proc.wait()
         except BaseException:
-            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass  # make and its children were already gone
             proc.wait()
             raise
     wall = time.monotonic() - start
