@@ -65,3 +65,14 @@ def test_experiment_file_errors(tmp_path):
     bad.write_text("not toml [")
     with pytest.raises(LabError, match="not valid TOML"):
         load_experiment(bad)
+
+
+def test_the_example_experiments_load():
+    from pathlib import Path
+    examples = sorted((Path(__file__).parent.parent / "examples").glob("*.toml"))
+    assert examples
+    for path in examples:
+        experiment = load_experiment(path)
+        assert len(experiment.variants) >= 2, path
+    cross = load_experiment(examples[[p.name for p in examples].index("i386-vs-x86_64.toml")])
+    assert [v.arch for v in cross.variants] == ["x86_64", "i386"]
