@@ -32,8 +32,9 @@ class FakeProber:
     """A 'kernel' whose metric is 1000 ns plus each culprit's cost; `requires` makes an
     option apply only together with another one, as olddefconfig would."""
 
-    def __init__(self, costs, requires=None, metric="proc.fork_exit"):
+    def __init__(self, costs, requires=None, metric="proc.fork_exit", together=None):
         self.costs, self.requires, self.metric = costs, requires or {}, metric
+        self.together = together or {}  # (option, option) -> extra cost when both apply
         self.builds = self.boots = 0
         self.probes, self.sequence = [], []
 
@@ -42,6 +43,7 @@ class FakeProber:
                    if all(r in settings for r in self.requires.get(o, ()))}
         dropped = [{"option": o, "asked": v, "got": "n"} for o, v in settings.items() if o not in applied]
         value = 1000.0 + sum(self.costs.get(o, 0.0) for o in applied)
+        value += sum(cost for pair, cost in self.together.items() if set(pair) <= set(applied))
         p = FakeProbe(label, dict(settings), applied, dropped, {self.metric: [value]})
         self.builds += 1
         self.boots += 1
@@ -70,7 +72,7 @@ def test_one_culprit_among_64_within_8_build_boot_cycles():
     assert len(search) <= 8  # ceil(log2 64) + 2
     assert result.culprits[0].alone_on_good == pytest.approx(800.0)
     assert result.culprits[0].removed_from_bad == pytest.approx(800.0)
-    assert result.interaction == pytest.approx(0.0)
+    assert result.interaction == pytest.approx(0.0) and result.below_threshold == pytest.approx(0.0)
 
 
 def test_two_culprits_each_with_its_contribution():
@@ -78,6 +80,28 @@ def test_two_culprits_each_with_its_contribution():
     result = bisect(prober, options(20))
     assert {c.option: c.alone_on_good for c in result.culprits} == {"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0}
     assert result.good == 1000.0 and result.bad == 1800.0
+    assert result.interaction == pytest.approx(0.0) and result.below_threshold == pytest.approx(0.0)
+
+
+def test_culprits_that_cost_more_together_report_their_interaction():
+    prober = FakeProber({"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0},
+                        together={("CONFIG_OPT03", "CONFIG_OPT17"): 200.0})
+    result = bisect(prober, options(20))
+    assert {c.option: c.alone_on_good for c in result.culprits} == {"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0}
+    assert {c.option: c.removed_from_bad for c in result.culprits} == {"CONFIG_OPT03": 500.0, "CONFIG_OPT17": 700.0}
+    assert result.interaction == pytest.approx(200.0) and result.below_threshold == pytest.approx(0.0)
+
+
+def test_an_effect_spread_thin_is_reported_below_the_threshold_not_as_interaction():
+    # One option costs 30%; eight others 2% each: no probe of theirs moves by 10%.
+    costs = {"CONFIG_OPT00": 300.0, **{f"CONFIG_OPT{i:02d}": 20.0 for i in range(8, 16)}}
+    result = Bisector(FakeProber(costs), options(16), "proc.fork_exit", "icount", threshold_pct=10.0,
+                      log=lambda m: None).run()
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT00"]
+    assert result.below_threshold == pytest.approx(160.0) and result.interaction == pytest.approx(0.0)
+    from kernellab.report.attribution import bisect_text
+    text = bisect_text(result.to_dict())
+    assert "below the threshold: +160" in text and "interaction: +0" in text
 
 
 def test_small_effects_below_the_threshold_are_not_culprits():
@@ -113,4 +137,4 @@ def test_options_that_only_follow_others_are_not_culprits():
 
 def test_no_difference_no_culprit():
     result = bisect(FakeProber({}), options(8))
-    assert result.culprits == [] and result.interaction is None
+    assert result.culprits == [] and result.interaction is None and result.below_threshold == 0.0

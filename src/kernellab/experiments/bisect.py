@@ -6,8 +6,9 @@ among n options costs two endpoint probes plus ceil(log2 n) halvings, and culpri
 each add part of the effect are all found. Every probe is GOOD plus some of BAD's
 values, resolved by olddefconfig; when resolution pulls an option in or leaves one out,
 the split follows what the kernel actually built, and the report says so. Each culprit
-is then measured alone on GOOD and alone removed from BAD, and what the culprits do not
-explain on their own is reported as interaction.
+is then measured alone on GOOD and alone removed from BAD; BAD without every culprit
+measures what the other options do together (each below the threshold), and what is
+left of the difference is the culprits' interaction.
 
 The order of options and of probes depends only on the inputs, so the same inputs give
 the same sequence of probes; with the store, an interrupted bisect redoes nothing.
@@ -47,7 +48,9 @@ class BisectResult:
     bad: float
     candidates: int
     culprits: list[Culprit]
-    interaction: float | None
+    threshold_pct: float
+    below_threshold: float | None  # BAD without the culprits, minus GOOD
+    interaction: float | None      # what the culprits do together beyond their own effects
     builds: int
     boots: int
     wall_s: float
@@ -95,15 +98,19 @@ class Bisector:
                  f"bad {bad.value(self.metric):.4g}")
         if self._differs(good, bad):
             self._explore(candidates, {}, good, bad)
-        for culprit in self.culprits:
-            self._contributions(culprit, good, bad)
-        explained = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
+        removed = [self._contributions(c, good, bad) for c in self.culprits]
         total = bad.value(self.metric) - good.value(self.metric)
+        below, interaction = total, None
+        if self.culprits:
+            rest = removed[0] if len(removed) == 1 else self._probe(
+                "without-culprits", self._without({o for c in self.culprits for o in c.option.split("+")}))
+            below = rest.value(self.metric) - good.value(self.metric)
+            if all(c.alone_on_good is not None for c in self.culprits):
+                interaction = total - below - sum(c.alone_on_good for c in self.culprits)
         return BisectResult(
             self.metric, describe(self.metric, "").unit, self.mode, good.value(self.metric),
-            bad.value(self.metric), len(candidates), self.culprits,
-            total - sum(explained) if self.culprits else None, self.prober.builds, self.prober.boots,
-            time.monotonic() - start,
+            bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,
+            self.prober.builds, self.prober.boots, time.monotonic() - start,
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
               "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached}
              for p in self.prober.probes], self.adjustments)
@@ -148,7 +155,11 @@ class Bisector:
         if self._differs(mid, high):
             self._explore(right, {**base, **{o: self.target[o] for o in left}}, mid, high, carried)
 
-    def _contributions(self, culprit: Culprit, good: Probe, bad: Probe) -> None:
+    def _without(self, options: set[str]) -> dict[str, str]:
+        return {o: v for o, v in self.target.items() if o not in options}
+
+    def _contributions(self, culprit: Culprit, good: Probe, bad: Probe) -> Probe:
+        """Measure the culprit alone on GOOD and removed from BAD; the latter probe."""
         options = culprit.option.split("+")
         alone = self._probe(f"alone:{culprit.option}", {o: self.target[o] for o in options})
         if all(self._applied(alone, o) for o in options):
@@ -156,9 +167,9 @@ class Bisector:
         else:
             culprit.notes.append("cannot be set alone on GOOD: " +
                                  "; ".join(f"asked {d['option']}={d['asked']}, got {d['got']}" for d in alone.dropped))
-        without = {o: v for o, v in self.target.items() if o not in options}
-        removed = self._probe(f"without:{culprit.option}", without)
+        removed = self._probe(f"without:{culprit.option}", self._without(set(options)))
         culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
+        return removed
 
     # -- probes and verdicts ---------------------------------------------------------
 

@@ -16,14 +16,19 @@ def bisect_text(r: dict) -> str:
              f"good {fmt_value(r['good'], unit)}, bad {fmt_value(r['bad'], unit)}: "
              f"{_pct(total, r['good'])} over {r['candidates']} differing option(s)"]
     if not r["culprits"]:
-        lines.append("no option moves the metric by the threshold: no culprit")
+        lines.append(f"no option moves the metric by the threshold ({r['threshold_pct']:g}%): no culprit")
     for c in r["culprits"]:
         alone = "-" if c["alone_on_good"] is None else f"{c['alone_on_good']:+.4g} {unit} ({_pct(c['alone_on_good'], r['good'])})"
         removed = "-" if c["removed_from_bad"] is None else f"{c['removed_from_bad']:+.4g} {unit}"
         lines.append(f"  culprit {c['option']}={c['value']}: alone on good {alone}; removed from bad {removed}")
         lines += [f"    note: {n}" for n in c["notes"]]
+    if r["culprits"] and r["below_threshold"] is not None:
+        lines.append(f"  below the threshold: {r['below_threshold']:+.4g} {unit} ({_share(r['below_threshold'], total)} "
+                     f"of the difference): what BAD's other options do together, none of them moving a probe "
+                     f"by {r['threshold_pct']:g}%; a lower --threshold names them")
     if r["interaction"] is not None:
-        lines.append(f"  interaction (what the culprits alone do not explain): {r['interaction']:+.4g} {unit}")
+        lines.append(f"  interaction: {r['interaction']:+.4g} {unit} (what the culprits do together beyond "
+                     "their own effects)")
     for a in r["adjustments"]:
         lines.append(f"  resolution: {a}")
     built = [p for p in r["probes"] if p["built"]]
@@ -58,3 +63,7 @@ def sweep_text(r: dict) -> str:
 
 def _pct(delta: float, reference: float) -> str:
     return "n/a %" if reference == 0 else f"{100 * delta / abs(reference):+.1f}%"
+
+
+def _share(part: float, whole: float) -> str:
+    return "n/a %" if whole == 0 else f"{100 * part / whole:.0f}%"
