@@ -175,7 +175,12 @@ def main() -> int:
 
 if __name__ == "__main__":
     from kernellab.errors import LabError
+    from kernellab.proc import stop_on_signals
+    stop_on_signals()  # a kill stops the build under way too, not only this process
     try:
         sys.exit(main())
     except LabError as exc:
         sys.exit(f"bisect_builds: error: {exc} (rerun with the same --cache to resume)")
+    except KeyboardInterrupt as exc:
+        sys.exit(f"bisect_builds: interrupted ({exc.args[0] if exc.args else 'Ctrl-C'}); "
+                 "rerun with the same --cache to resume")

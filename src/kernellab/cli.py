@@ -6,13 +6,13 @@ import argparse
 import datetime
 import gc
 import json
-import signal
 import sys
 from pathlib import Path
 
 from . import arches, doctor, paths, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
+from .proc import stop_on_signals
 from .experiments import compare, lab, sweep
 from .experiments.bisect import Bisector
 from .experiments.probe import differing
@@ -330,16 +330,9 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _stop(signum, _frame) -> None:
-    # A kill or a closed terminal takes the same path as Ctrl-C: the run in progress is
-    # marked interrupted and everything measured so far stays in the store.
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _stop)
+    stop_on_signals()
     try:
         return args.func(args)
     except LabError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 
 from .errors import LabError
@@ -24,3 +25,16 @@ def run_checked(argv: list[str], what: str, **kwargs) -> str:
         lines = (result.stderr or result.stdout).strip().splitlines()
         raise LabError(f"{what} failed: {lines[-1] if lines else 'exit ' + str(result.returncode)}")
     return result.stdout
+
+
+def stop_on_signals() -> None:
+    """Make a kill (SIGTERM) or a closed terminal (SIGHUP) take the path of Ctrl-C: the run
+    in progress is marked interrupted, a build's make is stopped with its compilers, and
+    everything measured so far stays in the store. Python's default for these signals is
+    to die on the spot, cleaning up nothing."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum, _frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
