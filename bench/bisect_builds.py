@@ -44,6 +44,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
+from kernellab.config.dotconfig import format_config
+from kernellab.config.kconfig import menus, open_tree
+from kernellab.errors import LabError
+from kernellab.experiments import lab
+from kernellab.experiments.bisect import Bisector
+from kernellab.experiments.spec import VariantSpec
+from kernellab.proc import stop_on_signals
+from kernellab.report.attribution import bisect_text
+from kernellab.store import Store
+
+# kernellab reads KERNELLAB_CACHE at each use, so private_cache() can move it after import.
 SHARED = ("sources", "kconfig", "agent", "initramfs", "source-hashes.json")
 MENUS = ("Kernel hacking", "General architecture-dependent options")
 FILES = ("security/Kconfig", "security/Kconfig.hardening")
@@ -56,7 +69,6 @@ MENU_SYMBOLS = {"CPU_MITIGATIONS": True, "EXPERT": False}
 
 def private_cache(root: Path) -> None:
     """Point kernellab at `root`, sharing only what does not decide build cost."""
-    from platformdirs import user_cache_dir
     main = Path(os.environ.get("KERNELLAB_CACHE") or user_cache_dir("kernellab"))
     root.mkdir(parents=True, exist_ok=True)
     for name in SHARED:
@@ -67,7 +79,6 @@ def private_cache(root: Path) -> None:
 
 
 def in_reduction(node, menu_symbols: dict) -> bool:
-    from kernellab.config.kconfig import menus
     outer = menus(node)
     if outer and outer[0] in MENUS or node.filename in FILES:
         return True
@@ -83,7 +94,6 @@ def in_reduction(node, menu_symbols: dict) -> bool:
 
 def reduced_debian(lean, debian) -> dict[str, str]:
     """Debian's values, where they differ from lean's, for the options of the reduction."""
-    from kernellab.config.kconfig import open_tree
     tree = open_tree(lean.source, lean.profile, lean.toolchain)
     menu_symbols = {tree.kconf.syms[name]: itself for name, itself in MENU_SYMBOLS.items()}
     lean_v, deb_v = lean.config.values, debian.config.values
@@ -108,8 +118,6 @@ STUDIES = {"debian": ("syscall.null", 5.0), "bystanders": ("proc.fork_exit", 10.
 
 
 def bad_settings(study: str, lean, store) -> tuple[str, dict[str, str]]:
-    from kernellab.experiments import lab
-    from kernellab.experiments.spec import VariantSpec
     if study == "debian":
         return ("lab-minimal + Debian's debugging, hardening and mitigation choices",
                 reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"), store)))
@@ -130,13 +138,6 @@ def main() -> int:
     metric, threshold = args.metric or STUDIES[args.study][0], args.threshold or STUDIES[args.study][1]
     root = Path(args.cache or tempfile.mkdtemp(prefix="kernellab-bench-"))
     private_cache(root)
-
-    from kernellab.config.dotconfig import format_config
-    from kernellab.experiments import lab
-    from kernellab.experiments.bisect import Bisector
-    from kernellab.experiments.spec import VariantSpec
-    from kernellab.report.attribution import bisect_text
-    from kernellab.store import Store
 
     store = Store(root / "kernellab.sqlite")
     good = VariantSpec("lab-minimal", "lab-minimal")
@@ -172,8 +173,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from kernellab.errors import LabError
-    from kernellab.proc import stop_on_signals
     stop_on_signals()  # a kill stops the build under way too, not only this process
     try:
         sys.exit(main())

@@ -41,6 +41,14 @@ REPRODUCIBLE_ENV = {
 }
 
 
+# The build's report rows: metric -> (unit, Build field, divisor).
+_FIGURES = {"build.wall": ("s", "wall_s", 1), "build.user": ("s", "user_s", 1),
+            "build.sys": ("s", "sys_s", 1), "size.image": ("KiB", "image_bytes", 1024),
+            "size.vmlinux": ("KiB", "vmlinux_bytes", 1024), "size.text": ("KiB", "text", 1024),
+            "size.data": ("KiB", "data", 1024), "size.bss": ("KiB", "bss", 1024)}
+FIGURE_METRICS = frozenset(_FIGURES)  # known from the build alone: no boot needed
+
+
 @dataclass
 class Build:
     key: str
@@ -62,10 +70,7 @@ class Build:
 
     def figures(self) -> dict[str, tuple[str, float]]:
         """The build's rows of a report: metric -> (unit, value)."""
-        return {"build.wall": ("s", self.wall_s), "build.user": ("s", self.user_s),
-                "build.sys": ("s", self.sys_s), "size.image": ("KiB", self.image_bytes / 1024),
-                "size.vmlinux": ("KiB", self.vmlinux_bytes / 1024), "size.text": ("KiB", self.text / 1024),
-                "size.data": ("KiB", self.data / 1024), "size.bss": ("KiB", self.bss / 1024)}
+        return {m: (unit, getattr(self, name) / scale) for m, (unit, name, scale) in _FIGURES.items()}
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -9,16 +9,13 @@ import statistics
 from dataclasses import dataclass, field
 
 from .. import arches, paths
-from ..build import Build
+from ..build import FIGURE_METRICS, Build
 from ..errors import LabError
 from ..measure.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import lab
 from .spec import VariantSpec
-
-BUILD_METRICS = {"build.wall", "build.user", "build.sys", "size.image", "size.vmlinux",
-                 "size.text", "size.data", "size.bss"}  # Build.figures(): no boot needed
 
 
 @dataclass
@@ -60,7 +57,7 @@ class Prober:
             self.base_path.write_text(self.base_text)
         agent = [m for m in self.metrics if describe(m, "").clock in ("guest", "count")
                  and not m.startswith(("boot.", "mem.kernel."))]
-        self.needs_boot = any(m not in BUILD_METRICS for m in self.metrics)
+        self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
         # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
         words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
         if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
@@ -113,7 +110,7 @@ class Prober:
     def _add_run(self, probe: Probe, run_id: int) -> None:
         by_metric = self.store.run_metrics(run_id)
         for m in self.metrics:
-            if m in BUILD_METRICS:
+            if m in FIGURE_METRICS:
                 continue
             if m not in by_metric:
                 raise LabError(f"probe {probe.label}: run {run_id} measured no {m} "
