@@ -5,18 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(
-  make gcc libc6-dev binutils flex bison bc cpio ccache xz-utils libelf-dev libssl-dev
-  qemu-system-x86 linux-source-6.1 linux-config-6.1 linux-source-6.12 linux-config-6.12
-  python3 python3-venv
-  # the agent's cross compilers (src/kernellab/agent/cross.toml) and qemu-user to run them
-  gcc-i686-linux-gnu libc6-dev-i386-cross gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-  gcc-powerpc-linux-gnu libc6-dev-powerpc-cross gcc-s390x-linux-gnu libc6-dev-s390x-cross
-  qemu-user
-  # the emulators of the other arch profiles (src/kernellab/arches/): arm64 (qemu-system-arm),
-  # ppc44x and ppc32 (qemu-system-ppc), s390x (qemu-system-misc); i386 is in qemu-system-x86
-  qemu-system-arm qemu-system-ppc qemu-system-misc
-)
+# The Debian packages: the manifest kernellab's doctor and error messages read too.
+mapfile -t packages < <(awk '!/^[[:space:]]*#/ && NF >= 2 {print $2}' src/kernellab/packages.txt | sort -u)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernellab import arches, doctor
+from kernellab import arches, datafile, doctor, modes, packages
 from kernellab.agent.compile import cross_targets
 from kernellab.arches import BUILD_ONLY_NOTE, ArchProfile
 from kernellab.build import Build
@@ -20,9 +20,29 @@ from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, packaged_fragments, parse_short
 from kernellab.measure.records import frame
+from kernellab.measure.session import EXIT_GRACE_S, Session
 from kernellab.report import render
+from kernellab.report.model import VariantRecord, _variant_json
 from kernellab.store import Store
 from kernellab.targets import qemu
+from kernellab.targets.qemu import QemuTarget
+
+
+class ListSink:
+    def __init__(self):
+        self.samples, self.unavailable_metrics = [], {}
+
+    def sample(self, s):
+        self.samples.append(s)
+
+    def unavailable(self, metric, reason):
+        self.unavailable_metrics[metric] = reason
+
+
+def boot(profile, tmp_path, mode="icount", timeout_s=30.0):
+    """Boot `profile`'s machine the way the lab does: its target, read by a session."""
+    with QemuTarget(profile).start(tmp_path / "vmlinux", tmp_path / "i", "", mode, timeout_s) as console:
+        return Session(ListSink()).read(console)
 
 PROFILES = arches.available()
 BOOTABLE = [n for n in PROFILES if not arches.load(n).build_only]
@@ -50,19 +70,19 @@ def test_the_profiles_the_lab_knows():
 def test_profile_loads_with_what_a_build_needs(name):
     p = arches.load(name)
     assert p.name == name
-    for field in ("kernel_arch", "build_target", "boot_image", "lab_minimal_base",
-                  "lab_minimal_fragment", "compiler_package"):
+    for field in ("kernel_arch", "build_target", "boot_image", "lab_minimal_base", "lab_minimal_fragment"):
         assert getattr(p, field), f"{name}: empty {field}"
     # Only the host's own arch builds with the host compiler.
     assert p.cross_compile.endswith("-") or (name == "x86_64" and p.cross_compile == "")
-    assert p.cc.endswith("gcc") and p.compiler_package.startswith("gcc")
+    # The package manifest names the package of its compiler.
+    assert p.cc.endswith("gcc") and packages.package_for(p.cc).startswith("gcc")
     assert p.lab_minimal_base == "tinyconfig" or p.lab_minimal_base.endswith("_defconfig")
 
 
 @pytest.mark.parametrize("name", BOOTABLE)
 def test_bootable_profile_names_its_emulator_and_agent(name):
     p = arches.load(name)
-    assert p.qemu.binary.startswith("qemu-system-") and p.qemu.package.startswith("qemu-system-")
+    assert p.qemu.binary.startswith("qemu-system-") and packages.package_for(p.qemu.binary).startswith("qemu-system-")
     assert p.qemu.console and p.qemu.args
     # The agent build it runs exists, and is compiled for the same ISA as the kernel.
     target = cross_targets()[p.agent_arch]
@@ -99,12 +119,12 @@ def test_page_size_fragments_set_their_arch_option():
 
 
 @pytest.mark.parametrize("name", BOOTABLE)
-@pytest.mark.parametrize("mode", qemu.MODES)
+@pytest.mark.parametrize("mode", modes.NAMES)
 def test_qemu_command_line(name, mode, tmp_path):
     p = arches.load(name)
     binary, machine, console, image_name = EXPECTED.get(name, (p.qemu.binary, None, p.qemu.console, None))
     image, initrd, disk = tmp_path / Path(p.boot_image).name, tmp_path / "i.cpio", tmp_path / "d.img"
-    argv = qemu.command(p, image, initrd, mode, "KL_ONLY=syscall.null", scratch=disk)
+    argv = QemuTarget(p).command(image, initrd, "KL_ONLY=syscall.null", mode, scratch=disk)
     assert argv[0] == binary
     if machine:
         assert argv[argv.index("-machine") + 1] == machine
@@ -125,15 +145,14 @@ def test_qemu_command_line(name, mode, tmp_path):
 
 
 def test_no_scratch_disk_without_a_scratch_path(tmp_path):
-    argv = qemu.command(arches.load("s390x"), tmp_path / "bzImage", tmp_path / "i.cpio", "icount")
+    argv = QemuTarget(arches.load("s390x")).command(tmp_path / "bzImage", tmp_path / "i.cpio", "", "icount")
     assert not any("virtio-blk" in a for a in argv)
 
 
 def test_profile_icount_args_replace_the_default(tmp_path):
     p = arches.load("arm64")
-    own = arches.QemuProfile(p.qemu.binary, p.qemu.package, p.qemu.args, p.qemu.console,
-                             icount_args=("-icount", "shift=0,sleep=off"))
-    argv = qemu.command(ArchProfile(**{**vars(p), "qemu": own}), tmp_path / "Image", tmp_path / "i", "icount")
+    own = dataclasses.replace(p.qemu, icount_args=("-icount", "shift=0,sleep=off"))
+    argv = QemuTarget(dataclasses.replace(p, qemu=own)).command(tmp_path / "Image", tmp_path / "i", "", "icount")
     assert argv[-2:] == ["-icount", "shift=0,sleep=off"] and "-rtc" not in argv
 
 
@@ -141,17 +160,15 @@ def test_profile_icount_args_replace_the_default(tmp_path):
 def test_build_only_profile_refuses_to_boot(name, tmp_path):
     p = arches.load(name)
     assert p.qemu is None
-    for attempt in (lambda: qemu.command(p, tmp_path / "vmlinux", tmp_path / "i", "icount"),
-                    lambda: qemu.boot(p, tmp_path / "vmlinux", tmp_path / "i", "icount", 10),
-                    lambda: lab.initramfs_for(types.SimpleNamespace(profile=p))):
+    for attempt in (lambda: QemuTarget(p), lambda: lab.initramfs_for(types.SimpleNamespace(profile=p))):
         with pytest.raises(LabError, match=f"cannot boot {name}: {BUILD_ONLY_NOTE}"):
             attempt()
 
 
-def fake_prepared(spec, variant_id: int) -> lab.Prepared:
+def fake_prepared(spec) -> lab.Prepared:
     source = types.SimpleNamespace(version="6.1.192", spec="debian:6.1")
     config = ResolvedConfig("lab-minimal", "CONFIG_PPC_8xx=y\n", [])
-    return lab.Prepared(spec, source, arches.load(spec.arch), None, config, variant_id)
+    return lab.Prepared(spec, source, arches.load(spec.arch), None, config)
 
 
 def fake_build(key: str) -> Build:
@@ -163,9 +180,8 @@ def fake_build(key: str) -> Build:
 
 def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, tmp_path):
     """compare --arch mpc885: builds, boots nothing, and every report view says why."""
-    ids = iter(range(1, 10))
-    monkeypatch.setattr(lab, "prepare", lambda spec, store: fake_prepared(spec, next(ids)))
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: fake_build(f"k{p.variant_id}"))
+    monkeypatch.setattr(lab, "prepare", fake_prepared)
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: fake_build(f"k{p.spec.name}"))
     monkeypatch.setattr(lab, "run", lambda *a, **k: pytest.fail("a build-only variant was booted"))
     exp = Experiment("t", [parse_short("a=lab-minimal", arch="mpc885"),
                            parse_short("b=lab-minimal+mpc885-page-4k", arch="mpc885")])
@@ -174,7 +190,7 @@ def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, 
                                               compare.plan(exp, None, None, None, 60.0), log=messages.append)
     assert failures == [] and report["runs_per_variant"] == {"a": 0, "b": 0}
     assert all(v["build_only"] and v["build_only_note"] == BUILD_ONLY_NOTE for v in report["variants"])
-    assert report["machine"]["qemu"] == "none (build only)"
+    assert all(v["runs"] == [] for v in report["variants"])
     assert {m["name"] for m in report["metrics"]} == {"build.wall", "build.user", "build.sys", "size.image",
                                                       "size.vmlinux", "size.text", "size.data", "size.bss"}
     assert any(BUILD_ONLY_NOTE in m for m in messages)
@@ -182,11 +198,12 @@ def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, 
     for fmt in ("table", "markdown"):
         text = render(report, fmt)
         assert text.count(BUILD_ONLY_NOTE) == 2, fmt  # once per variant, in the header
+        assert "target: none (build only)" in text, fmt
 
 
-def test_booted_variants_are_not_marked_build_only():
-    variant = compare._variant_json(types.SimpleNamespace(prepared=fake_prepared(parse_short("a", arch="s390x"), 1),
-                                                           build=fake_build("k"), runs=[]))
+def test_booted_variants_are_not_marked_build_only(tmp_path):
+    variant = _variant_json(VariantRecord(fake_prepared(parse_short("a", arch="s390x")), fake_build("k")),
+                            Store(tmp_path / "s.sqlite"))
     assert variant["build_only"] is False and "build_only_note" not in variant
 
 
@@ -197,13 +214,13 @@ def test_doctor_checks_each_arch_compiler_and_emulator(monkeypatch):
     command = doctor.install_command(missing)
     for name in PROFILES:
         p = arches.load(name)
-        assert f" {p.compiler_package}" in command
+        assert f" {packages.package_for(p.cc)}" in command
         if not p.build_only:
-            assert f" {p.qemu.package}" in command
-    # Every arch's compiler and emulator is checked once (profiles share them, e.g. ppc).
-    whats = {c.what for c in checks}
-    assert {"s390x compiler", "s390x emulator", "arm64 emulator", "i386 compiler"} <= whats
-    assert not any(c.what == f"{n} emulator" for c in checks for n in BUILD_ONLY)
+            assert f" {packages.package_for(p.qemu.binary)}" in command
+    # Each tool is checked once, though profiles share them (the ppc compiler, qemu-system-ppc).
+    whats = [c.what for c in checks]
+    assert len(whats) == len(set(whats))
+    assert {"s390x-linux-gnu-gcc", "qemu-system-s390x", "qemu-system-aarch64", "i686-linux-gnu-gcc"} <= set(whats)
 
 
 def test_missing_cross_compiler_is_one_line_with_the_install_command(monkeypatch):
@@ -217,19 +234,21 @@ def test_missing_cross_compiler_is_one_line_with_the_install_command(monkeypatch
 def test_missing_emulator_is_one_line_with_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(LabError, match=r"qemu-system-ppc not found: run `apt-get install -y qemu-system-ppc`"):
-        qemu.boot(arches.load("ppc44x"), tmp_path / "vmlinux", tmp_path / "i", "icount", 10)
+        boot(arches.load("ppc44x"), tmp_path)
 
 
 def test_malformed_profiles_are_one_line_errors():
     good = {"name": "t", "kernel_arch": "t", "cross_compile": "t-", "build_target": "vmlinux",
-            "boot_image": "vmlinux", "lab_minimal_fragment": "x", "debian_config": "", "compiler_package": "gcc-t"}
-    assert arches._profile("t.toml", dict(good)).build_only
-    with pytest.raises(LabError, match="t.toml: missing boot_image"):
-        arches._profile("t.toml", {k: v for k, v in good.items() if k != "boot_image"})
-    with pytest.raises(LabError, match="t.toml: unknown key.* bootimage"):
-        arches._profile("t.toml", {**good, "bootimage": "x"})
-    with pytest.raises(LabError, match=r"t.toml \[qemu\]: missing console"):
-        arches._profile("t.toml", {**good, "qemu": {"binary": "q", "package": "q", "args": []}})
+            "boot_image": "vmlinux", "lab_minimal_fragment": "x", "debian_config": ""}
+    assert datafile.load(ArchProfile, dict(good), "t.toml").build_only
+    with pytest.raises(LabError, match="^t.toml: missing key 'boot_image'$"):
+        datafile.load(ArchProfile, {k: v for k, v in good.items() if k != "boot_image"}, "t.toml")
+    with pytest.raises(LabError, match=r"^t.toml: unknown key 'bootimage' \(allowed: agent, boot_image, "):
+        datafile.load(ArchProfile, {**good, "bootimage": "x"}, "t.toml")
+    with pytest.raises(LabError, match=r"^t.toml \[qemu\]: missing key 'console'$"):
+        datafile.load(ArchProfile, {**good, "qemu": {"binary": "q", "args": []}}, "t.toml")
+    with pytest.raises(LabError, match=r"^t.toml \[qemu\]: args: expected a list, got a string 'x'$"):
+        datafile.load(ArchProfile, {**good, "qemu": {"binary": "q", "args": "x", "console": "c"}}, "t.toml")
     with pytest.raises(LabError, match="unknown arch 'vax': use one of .*mpc885.*s390x"):
         arches.load("vax")
 
@@ -249,17 +268,17 @@ def test_boot_stops_at_the_kernels_last_line_when_the_reset_is_ignored(tmp_path)
     profile = machine_ignoring_reset(tmp_path, [frame("seq=0 t=hello v=1"), frame("seq=1 t=end records=1"),
                                                 "[    3.159660] reboot: Restarting system"])
     start = time.monotonic()
-    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    result = boot(profile, tmp_path)
     assert result.status == "ok" and result.reason == ""
-    assert time.monotonic() - start < qemu.EXIT_GRACE_S  # not the grace, let alone the limit
+    assert time.monotonic() - start < EXIT_GRACE_S  # not the grace, let alone the limit
 
 
 def test_reboot_before_the_agent_finished_is_incomplete_at_once(tmp_path):
     profile = machine_ignoring_reset(tmp_path, [frame("seq=0 t=hello v=1"), "[    1.0] reboot: Power down"])
     start = time.monotonic()
-    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    result = boot(profile, tmp_path)
     assert result.status == "incomplete" and result.reason == "the guest rebooted before the agent finished"
-    assert time.monotonic() - start < qemu.EXIT_GRACE_S
+    assert time.monotonic() - start < EXIT_GRACE_S
 
 
 def test_early_console_lines_ending_in_newline_carriage_return_keep_their_printk_time(tmp_path):
@@ -269,6 +288,6 @@ def test_early_console_lines_ending_in_newline_carriage_return_keep_their_printk
     script.chmod(0o755)
     p = arches.load("ppc32")
     profile = dataclasses.replace(p, qemu=dataclasses.replace(p.qemu, binary=str(script)))
-    result = qemu.boot(profile, tmp_path / "vmlinux", tmp_path / "i", "icount", timeout_s=30)
+    result = boot(profile, tmp_path)
     assert [(l.text, l.printk_s) for l in result.lines] == [
         ("[    0.000000] Linux version 6.1.192", 0.0), ("[    0.5] Run /init as init process", 0.5)]

@@ -4,7 +4,9 @@ import re
 import subprocess
 
 from kernellab.agent.compile import agent_binary
-from kernellab.measure.catalog import GROUPS, MODES, catalog, describe, sort_key
+from kernellab import modes
+from kernellab.build import FIGURE_FIELDS, FIGURE_METRICS
+from kernellab.measure.catalog import GROUPS, catalog, describe, from_source, sort_key
 from kernellab.measure.records import RecordStream
 
 
@@ -13,7 +15,7 @@ def test_every_entry_is_well_formed():
         assert m.better in ("lower", "higher"), m
         assert m.group in GROUPS, m
         assert m.clock in ("build", "host", "guest", "count"), m
-        assert m.modes and set(m.modes) <= set(MODES), m
+        assert m.modes and set(m.modes) <= set(modes.NAMES), m
         assert all(re.fullmatch(r"CONFIG_[A-Z0-9_]+", n) for n in m.needs), m
 
 
@@ -43,6 +45,25 @@ def agent_metrics():
 
 def test_catalog_and_agent_agree():
     measured = agent_metrics()
-    in_guest = {n for n, m in catalog().items()
-                if m.clock in ("guest", "count") and not n.startswith(("boot.", "mem.kernel.", "meminfo."))}
+    in_guest = {n for n in from_source("agent") if not n.startswith("meminfo.")}
     assert measured == in_guest
+
+
+def test_the_build_reads_exactly_the_catalogs_build_metrics():
+    assert set(FIGURE_FIELDS) == set(FIGURE_METRICS) == from_source("build")
+
+
+def test_a_bad_catalog_entry_is_one_line_naming_the_key():
+    from kernellab import datafile
+    from kernellab.errors import LabError
+    from kernellab.measure.catalog import _File
+    import pytest
+    good = {"name": "x.y", "label": "x", "unit": "ns", "better": "lower", "group": "syscalls",
+            "clock": "guest", "source": "agent"}
+    assert datafile.load(_File, {"metric": [good]}, "m.toml").metric[0].source == "agent"
+    with pytest.raises(LabError, match=r"^m.toml: metric #1: better: 'faster' is not one of 'lower', 'higher'$"):
+        datafile.load(_File, {"metric": [{**good, "better": "faster"}]}, "m.toml")
+    with pytest.raises(LabError, match=r"^m.toml: metric #1: unknown key 'units' \(allowed: better, clock, "):
+        datafile.load(_File, {"metric": [{**good, "units": "ns"}]}, "m.toml")
+    with pytest.raises(LabError, match=r"^m.toml: metric #1: metric x.y: unknown mode 'cycles'"):
+        datafile.load(_File, {"metric": [{**good, "modes": ["cycles"]}]}, "m.toml")

@@ -1,73 +1,92 @@
+"""The report views, fed by the real report builder: an experiment run through compare, the
+lab, the measurement session and the store, on the fake target."""
+
 import csv
+import re
 import io
 import json
+from pathlib import Path
 
+import jsonschema
+import pytest
+
+from kernellab.errors import LabError
+from kernellab.experiments import compare, lab
+from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.report import render, summary
+from kernellab.report.model import FORMAT_VERSION, check_readable
+from kernellab.store import Store
+
+import labfakes
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
+NULL = {"a": [200.0, 200.0, 202.0, 198.0, 200.0], "b": [300.0, 300.0, 303.0, 297.0, 300.0]}
 
 
-def fake_report():
-    def val(median, n=1):
-        return {"median": median, "n": n, "samples": [median] * n, "q1": median * 0.99,
-                "q3": median * 1.01, "min": median * 0.98, "max": median * 1.02}
-    return {
-        "experiment": "t", "description": "", "mode": "icount", "mode_note": "emulated, not hardware",
-        "runs_per_variant": {"a": 1, "b": 1}, "statistics": "exact",
-        "machine": {"host": "h", "cpu": "cpu", "cores": 2, "kernel": "6.1", "qemu": "QEMU 7.2"},
-        "variants": [
-            {"name": "a", "source": "debian:6.1", "source_version": "6.1.192", "arch": "x86_64",
-             "base": "lab-minimal", "fragments": [], "options": [], "config_hash": "0" * 64,
-             "dropped_options": [], "build": {"jobs": 2, "compiler": "gcc 12", "ccache_hit_pct": 0.0},
-             "runs": [{"id": 1, "status": "ok", "reason": ""}]},
-            {"name": "b", "source": "debian:6.1", "source_version": "6.1.192", "arch": "x86_64",
-             "base": "lab-minimal", "fragments": ["debug-kernel"], "options": [], "config_hash": "1" * 64,
-             "dropped_options": [{"option": "CONFIG_X", "asked": "y", "got": "n", "origin": "f:1"}],
-             "build": {"jobs": 2, "compiler": "gcc 12", "ccache_hit_pct": None},
-             "runs": [{"id": 2, "status": "panic", "reason": "Kernel panic"}]},
-        ],
-        "metrics": [
-            {"name": "syscall.null", "label": "null syscall", "unit": "ns", "better": "lower",
-             "group": "syscalls", "clock": "guest", "valid_in_mode": True,
-             "values": {"a": val(200.0, 5), "b": val(300.0, 5)}, "delta_pct": {"b": 50.0},
-             "comparison": {"b": {"delta_pct": 50.0, "testable": True, "significant": True, "direction": "worse",
-                                  "ci_low_pct": 45.0, "ci_high_pct": 55.0}}},
-            {"name": "size.image", "label": "compressed image", "unit": "KiB", "better": "lower",
-             "group": "size", "clock": "build", "valid_in_mode": True,
-             "values": {"a": val(1000.0), "b": val(1020.0)}, "delta_pct": {"b": 2.0},
-             "comparison": {"b": {"delta_pct": 2.0, "testable": False, "significant": None, "direction": "worse"}}},
-            {"name": "bw.mem_read", "label": "memory read", "unit": "MB/s", "better": "higher",
-             "group": "memory-runtime", "clock": "guest", "valid_in_mode": False,
-             "values": {"a": val(5000.0, 5), "b": {"not_available": "needs CONFIG_X"}}, "delta_pct": {},
-             "comparison": {}},
-            {"name": "ipc.unix_rtt", "label": "unix rtt", "unit": "ns", "better": "lower",
-             "group": "ipc", "clock": "guest", "valid_in_mode": True,
-             "values": {"a": val(900.0, 5), "b": {"not_available": "needs CONFIG_UNIX"}}, "delta_pct": {},
-             "comparison": {}},
-        ],
-    }
+def script(cmdline: str) -> list[str]:
+    """Variant b's null syscall costs 50% more; b lacks CONFIG_UNIX; b panics at the end."""
+    b = "mitigations=off" in cmdline
+    lines = labfakes.BOOT + labfakes.agent_lines({"syscall.null": NULL["b" if b else "a"],
+                                                  "ipc.unix_rtt": [] if b else [900.0] * 5},
+                                                 {"ipc.unix_rtt": "socket(AF_UNIX) failed"} if b else None,
+                                                 end=not b)
+    return lines + (["[    1.000000] Kernel panic - not syncing: fake"] if b else [])
 
 
-def test_table_says_mode_machine_and_failures():
-    text = render(fake_report(), "table")
-    assert "mode: icount" in text and "not hardware" in text and "QEMU 7.2" in text
-    assert "asked CONFIG_X=y, got n" in text and "run 2 panic" in text
-    assert "+50.0% [+45.0,+55.0]*" in text and "200.0 ±1.0% n=5" in text
+@pytest.fixture
+def report(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab, "prepare", lambda spec: labfakes.prepared(
+        spec, "CONFIG_X=y\n" if spec.name == "a" else "# CONFIG_UNIX is not set\n"))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(
+        f"k-{p.spec.name}", 2048 if p.spec.name == "a" else 2100))
+    monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
+    exp = Experiment("t", [parse_short("a=lab-minimal"),
+                           parse_short("b=lab-minimal+debug-kernel+boot:mitigations=off+sysctl:vm.swappiness=10")])
+    how = compare.plan(exp, None, None, None, 60.0)
+    how = compare.Plan(how.mode, how.min_runs, how.max_runs, how.options,
+                       target=lambda profile: labfakes.FakeTarget(script))
+    built, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert len(failures) == 1 and re.match(r"b run \d+ panic: Kernel panic - not syncing: fake", failures[0])
+    return built
+
+
+def test_the_report_matches_its_schema_and_version(report):
+    jsonschema.validate(report, SCHEMA)
+    assert report["format_version"] == FORMAT_VERSION
+    assert check_readable(json.loads(render(report, "json")), "r.json") == report
+
+
+def test_show_refuses_a_report_it_cannot_read():
+    with pytest.raises(LabError, match="r.json has no format_version .*reads format 2: rerun"):
+        check_readable({"metrics": []}, "r.json")
+    with pytest.raises(LabError, match="r.json is format 9; this kernellab reads format 2"):
+        check_readable({"metrics": [], "format_version": 9}, "r.json")
+    with pytest.raises(LabError, match="is not a kernellab report"):
+        check_readable([1, 2], "r.json")
+
+
+def test_table_says_mode_target_boot_parameters_and_failures(report):
+    text = render(report, "table")
+    assert "mode: icount" in text and "not hardware" in text and "target: fake icount (cpu none)" in text
+    assert "boot parameters and sysctls: mitigations=off sysctl vm.swappiness=10" in text
+    assert re.search(r"run \d+ panic: Kernel panic - not syncing: fake", text)
+    assert "+50.0%" in text and "200.0 ±0.0% n=5" in text
+    # The reason names the option the variant lacks (from the catalog's needs), not the agent's words.
     assert "n/a: needs CONFIG_UNIX" in text
-    assert "memory read" not in text and "meaningless in icount mode" in text and "bw.mem_read" in text
 
 
-def test_markdown_and_summary():
-    md = render(fake_report(), "markdown")
-    assert "| null syscall | ns | 200.0 ±1.0% n=5 | 300.0 ±1.0% n=5 | +50.0% [+45.0,+55.0]* |" in md
-    # significant where tested; an untested 2% change is below the 5% threshold
-    assert summary(fake_report()) == "b vs a (icount mode) - syscalls: null syscall +50% (worse)."
+def test_markdown_and_summary(report):
+    md = render(report, "markdown")
+    assert "| null syscall (getppid) | ns | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0% |" in md
+    # icount: exact differences of at least 5% are named, with the catalog's direction.
+    assert "b vs a (icount mode) - " in summary(report) and "null syscall (getppid) +50% (worse)" in summary(report)
+    assert "compressed image +3% (worse)" not in summary(report)  # under 5%
 
 
-def test_csv_has_one_row_per_metric_and_variant():
-    rows = list(csv.DictReader(io.StringIO(render(fake_report(), "csv"))))
-    assert len(rows) == 8
+def test_csv_has_one_row_per_metric_and_variant(report):
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     b_null = next(r for r in rows if r["variant"] == "b" and r["metric"] == "syscall.null")
     assert float(b_null["median"]) == 300.0 and float(b_null["delta_pct"]) == 50.0 and b_null["mode"] == "icount"
-
-
-def test_json_is_the_report():
-    assert json.loads(render(fake_report(), "json")) == fake_report()
+    assert len(rows) == sum(len(m["values"]) for m in report["metrics"])
+    assert next(r for r in rows if r["variant"] == "b" and r["metric"] == "ipc.unix_rtt")["not_available"] == \
+        "needs CONFIG_UNIX"

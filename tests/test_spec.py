@@ -57,14 +57,53 @@ def test_default_experiment_is_debug_cost():
     assert exp.variants[1].fragments == ["debug-kernel"] and exp.mode == "icount"
 
 
-def test_experiment_file_errors(tmp_path):
+@pytest.mark.parametrize("text, error", [
+    ("[[variant]]\nname = 'x'\n", r"variant #1: missing key 'base'$"),
+    ("not toml [", "not valid TOML"),
+    # A typo must not compare a kernel with itself: every unknown key is refused.
+    ("[[variant]]\nname = 'a'\nbase = 'lab-minimal'\noptoins = ['CONFIG_HZ_1000=y']\n",
+     r"variant #1: unknown key 'optoins' \(allowed: arch, base, boot_args, fragments, name, options, source, sysctls\)$"),
+    ("mdoe = 'wall'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
+     r"e.toml: unknown key 'mdoe' \(allowed: arch, description, mode, name, runs, source, variant\)$"),
+    ("mode = 'cycles'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n", r"unknown mode 'cycles' \(modes: icount, wall\)$"),
+    ("runs = '3'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n", r"e.toml: runs: expected an integer, got a string '3'$"),
+    ("runs = 0\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n", r"runs must be at least 1, got 0$"),
+    ("[[variant]]\nname = 'a'\nbase = 'lab-minimal'\noptions = 'CONFIG_X=y'\n", r"variant #1: options: expected a list"),
+    ("[[variant]]\nname = 'a'\nbase = 'lab-minimal'\nsysctls = { 'vm.swappiness' = 10 }\n",
+     r"variant #1: sysctls.vm.swappiness: expected a string, got an integer 10$"),
+    ("name = 'empty'\n", r"missing key 'variant'$"),
+])
+def test_experiment_file_errors_are_one_line_naming_file_and_key(tmp_path, text, error):
     bad = tmp_path / "e.toml"
-    bad.write_text("[[variant]]\nname = 'x'\n")
-    with pytest.raises(LabError, match="needs a name and a base"):
+    bad.write_text(text)
+    with pytest.raises(LabError, match=error) as err:
         load_experiment(bad)
-    bad.write_text("not toml [")
-    with pytest.raises(LabError, match="not valid TOML"):
-        load_experiment(bad)
+    assert str(err.value).startswith(f"experiment {bad}") or "not valid TOML" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_boot_parameters_and_sysctls_in_a_file_and_on_the_command_line(tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text("[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n"
+                    "[[variant]]\nname = 'b'\nbase = 'lab-minimal'\nboot_args = ['mitigations=off']\n"
+                    "sysctls = { 'kernel.randomize_va_space' = '0' }\n")
+    b = load_experiment(path).variants[1]
+    short = parse_short("b=lab-minimal+boot:mitigations=off+sysctl:kernel.randomize_va_space=0")
+    assert (b.boot_args, b.sysctls) == (short.boot_args, short.sysctls) == (
+        ["mitigations=off"], {"kernel.randomize_va_space": "0"})
+    assert short.boot_words() == ["mitigations=off", "sysctl.kernel.randomize_va_space=0"]
+    assert short.to_dict()["boot_args"] == ["mitigations=off"]
+
+
+@pytest.mark.parametrize("text, error", [
+    ("x=lab-minimal+boot:", "bad boot parameter ''"),
+    ("x=lab-minimal+boot:KL_ONLY=syscall.null", "KL_\\* words are the agent's own"),
+    ("x=lab-minimal+sysctl:vm.swappiness", "needs KEY=VALUE"),
+    ("x=lab-minimal+sysctl:VM SWAP=1", "bad sysctl"),
+])
+def test_bad_boot_parameters_and_sysctls(text, error):
+    with pytest.raises(LabError, match=error):
+        parse_short(text)
 
 
 def test_the_example_experiments_load():

@@ -26,6 +26,7 @@ from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
 from .errors import LabError
 from .locks import locked
+from .measure.catalog import catalog, from_source
 from .sources import Source
 from .toolchain import Toolchain, ccache_counts, ccache_version, make_vars
 
@@ -41,12 +42,12 @@ REPRODUCIBLE_ENV = {
 }
 
 
-# The build's report rows: metric -> (unit, Build field, divisor).
-_FIGURES = {"build.wall": ("s", "wall_s", 1), "build.user": ("s", "user_s", 1),
-            "build.sys": ("s", "sys_s", 1), "size.image": ("KiB", "image_bytes", 1024),
-            "size.vmlinux": ("KiB", "vmlinux_bytes", 1024), "size.text": ("KiB", "text", 1024),
-            "size.data": ("KiB", "data", 1024), "size.bss": ("KiB", "bss", 1024)}
-FIGURE_METRICS = frozenset(_FIGURES)  # known from the build alone: no boot needed
+# The catalog's `source = "build"` metrics (known from the build alone: no boot needed),
+# and the Build field each one reads, with the divisor into the catalog's unit.
+FIGURE_METRICS = from_source("build")
+FIGURE_FIELDS = {"build.wall": ("wall_s", 1), "build.user": ("user_s", 1), "build.sys": ("sys_s", 1),
+                 "size.image": ("image_bytes", 1024), "size.vmlinux": ("vmlinux_bytes", 1024),
+                 "size.text": ("text", 1024), "size.data": ("data", 1024), "size.bss": ("bss", 1024)}
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Build:
 
     def figures(self) -> dict[str, tuple[str, float]]:
         """The build's rows of a report: metric -> (unit, value)."""
-        return {m: (unit, getattr(self, name) / scale) for m, (unit, name, scale) in _FIGURES.items()}
+        return {m: (catalog()[m].unit, getattr(self, name) / scale) for m, (name, scale) in FIGURE_FIELDS.items()}
 
     def to_dict(self) -> dict:
         d = asdict(self)

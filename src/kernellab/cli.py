@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime
 import gc
+import io
 import json
 import sys
 from pathlib import Path
 
-from . import arches, doctor, paths, sources, toolchain
+from . import arches, doctor, modes, paths, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .proc import stop_on_signals
@@ -18,8 +20,12 @@ from .experiments.bisect import Bisector
 from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
-from .report import FORMATS, attribution, render
+from .report import attribution, render
+from .report.model import check_readable
 from .store import Store
+
+# One --format vocabulary; each command offers the formats that make sense for it.
+REPORT_FORMATS = ("table", "markdown", "json", "csv")
 
 
 def _log(message: str) -> None:
@@ -47,12 +53,7 @@ def cmd_compare(args) -> int:
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls)
     report, failures = compare.run_experiment(exp, store, how, log=_log)
-    text = render(report, args.format, args.all)
-    if args.output:
-        Path(args.output).write_text(text)
-        _log(f"report written to {args.output}")
-    else:
-        sys.stdout.write(text)
+    _output(render(report, args.format, args.all), args.output)
     if failures:
         for f in failures:
             print(f"kernellab: error: {f}", file=sys.stderr)
@@ -60,38 +61,79 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _output(text: str, path: str | None) -> None:
+    if path:
+        try:
+            Path(path).write_text(text)
+        except OSError as exc:
+            raise LabError(f"cannot write {path}: {exc.strerror}") from None
+        _log(f"written to {path}")
+    else:
+        sys.stdout.write(text)
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _dropped_lines(dropped: list[dict]) -> list[str]:
+    return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})" for d in dropped]
+
+
 def cmd_build(args) -> int:
-    store = _store(args)
-    p = lab.prepare(_variant(args.variant, args), store)
-    for d in p.config.dropped:
-        _log(f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
-    b = lab.ensure_built(p, store, log=_log)
-    print(json.dumps(b.to_dict() | {"dropped_options": p.config.dropped}, indent=2))
+    p = lab.prepare(_variant(args.variant, args))
+    for line in _dropped_lines(p.config.dropped):
+        _log(line)
+    b = lab.ensure_built(p, _store(args), log=_log)
+    d = b.to_dict() | {"variant": p.spec.name, "dropped_options": p.config.dropped}
+    if args.format == "json":
+        sys.stdout.write(_json(d))
+    else:
+        how = "cached" if b.cached else f"built in {b.wall_s:.0f} s real, {b.user_s:.0f} s user, -j{b.jobs}"
+        sys.stdout.write(f"{p.spec.name}: {how}; {b.image} {b.image_bytes // 1024} KiB; vmlinux text "
+                         f"{b.text // 1024} KiB, data {b.data // 1024} KiB, bss {b.bss // 1024} KiB\n")
     return 0
 
 
 def cmd_resolve(args) -> int:
-    store = _store(args)
-    p = lab.prepare(_variant(args.variant, args), store)
+    p = lab.prepare(_variant(args.variant, args))
     if args.print_config:
         sys.stdout.write(p.config.text)
+        return 0
+    d = {"variant": p.spec.name, "source_version": p.source.version, "config_hash": p.config.hash,
+         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": p.config.dropped}
+    if args.format == "json":
+        sys.stdout.write(_json(d))
     else:
-        print(json.dumps({"variant": p.spec.name, "source_version": p.source.version,
-                          "config_hash": p.config.hash, "dropped_options": p.config.dropped}, indent=2))
+        lines = [f"{p.spec.name}: Linux {p.source.version}, config {p.config.hash[:12]}"]
+        lines += [f"  {line}" for line in _dropped_lines(p.config.dropped)] or ["  every request kept"]
+        sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+_RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "status", "samples", "reason")
 
 
 def cmd_runs(args) -> int:
     store = _store(args)
-    rows = store.runs(args.limit)
-    if not rows:
-        print(f"no runs in {store.path}")
-        return 0
-    print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} {'mode':6} {'status':11} samples  reason")
+    rows = [{k: r[k] for k in _RUN_COLUMNS} for r in store.runs(args.limit)]
     for r in rows:
-        started = datetime.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{r['id']:>5}  {started}  {r['name'][:16]:16} {r['arch']:7} {r['version'][:10]:10} "
-              f"{r['mode']:6} {r['status']:11} {r['samples']:>7}  {r['reason'] or ''}")
+        r["started"] = datetime.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M:%S")
+    if args.format == "json":
+        sys.stdout.write(_json(rows))
+    elif args.format == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=_RUN_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+        sys.stdout.write(out.getvalue())
+    elif not rows:
+        print(f"no runs in {store.path}")
+    else:
+        print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} {'mode':6} {'status':13} samples  reason")
+        for r in rows:
+            print(f"{r['id']:>5}  {r['started']}  {r['name'][:16]:16} {r['arch']:7} {r['version'][:10]:10} "
+                  f"{r['mode']:6} {r['status']:13} {r['samples']:>7}  {r['reason'] or ''}")
     return 0
 
 
@@ -105,10 +147,14 @@ def cmd_log(args) -> int:
 
 def cmd_doctor(args) -> int:
     results = doctor.checks()
-    width = max(len(c.what) for c in results)
-    for c in results:
-        print(f"{'ok ' if c.ok else 'MISSING'} {c.what:{width}}  {c.found}")
     failed = [c for c in results if not c.ok]
+    if args.format == "json":
+        sys.stdout.write(_json({"checks": [c.to_dict() for c in results],
+                                "install": doctor.install_command(failed) if failed else None}))
+        return 1 if failed else 0
+    width = max(len(c.purpose) for c in results)
+    for c in results:
+        print(f"{'ok     ' if c.ok else 'MISSING'} {c.purpose:{width}}  {c.found}")
     if failed:
         print(f"\nto install what is missing: {doctor.install_command(failed)}")
         return 1
@@ -183,14 +229,14 @@ def cmd_sweep(args) -> int:
         if not args.base:
             raise LabError("--toggle needs the baseline variant: kernellab sweep BASE --toggle A,B")
         base = _variant(args.base, args)
-        values = lab.prepare(base, store).config.values
+        values = lab.prepare(base).config.values
         flips = sweep.flips_from_toggles(values, [t.strip() for t in args.toggle.split(",") if t.strip()])
     else:
         good, bad = (_variant(v, args) for v in args.from_diff)
         base = good
-        flips = differing(lab.prepare(good, store).config.values, lab.prepare(bad, store).config.values)
+        flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log)
-    sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
+    sys.stdout.write(_json(result.to_dict()) if args.format == "json"
                      else attribution.sweep_text(result.to_dict()))
     return 0
 
@@ -204,8 +250,7 @@ def cmd_bisect(args) -> int:
     bisector = Bisector.for_variants(store, _variant(args.good, args), _variant(args.bad, args), metric,
                                      args.mode, args.threshold, log=_log)
     result = bisector.run().to_dict()
-    sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.format == "json"
-                     else attribution.bisect_text(result))
+    sys.stdout.write(_json(result) if args.format == "json" else attribution.bisect_text(result))
     return 0
 
 
@@ -215,8 +260,28 @@ def cmd_show(args) -> int:
     except (OSError, ValueError) as exc:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
-    sys.stdout.write(render(report, args.format, args.all))
+    _output(render(check_readable(report, args.report), args.format, args.all), args.output)
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -227,106 +292,114 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
     sub = top.add_subparsers(dest="command", required=True)
-    _add = sub.add_parser
 
-    def add_parser(name, **kw):
-        return _add(name, parents=[common], **kw)
+    def command(name: str, help: str, func, parent=sub) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, parents=[common], help=help)
+        p.set_defaults(func=func)
+        return p
 
-    sub.add_parser = add_parser
-
-    def variant_opts(p):
+    def variant_opts(p) -> None:
         p.add_argument("--source", default=None, help=f"kernel source: debian:6.1, debian:6.12 or a path (default {DEFAULT_SOURCE})")
-        p.add_argument("--arch", default=None, help=f"arch profile (default {DEFAULT_ARCH})")
+        p.add_argument("--arch", default=None, help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 
-    c = sub.add_parser("compare", help="build, boot and compare variants (no arguments: the built-in default experiment)")
-    c.add_argument("variants", nargs="*", help="NAME=BASE+FRAGMENT+CONFIG_X=y ...")
+    def format_opt(p, *formats: str) -> None:
+        p.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")
+
+    def mode_opt(p, default: str | None) -> None:
+        p.add_argument("--mode", choices=modes.NAMES, default=default,
+                       help=f"timing mode (default {modes.DEFAULT}; see README, 'Timing modes')")
+
+    def runs_opt(p, help: str) -> None:
+        p.add_argument("--runs", type=_at_least_one, default=None, help=help)
+
+    def metric_opt(p, help: str) -> None:
+        p.add_argument("--metric", required=True, help=help)
+
+    wall = modes.get("wall")
+    c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)", cmd_compare)
+    c.add_argument("variants", nargs="*", help="NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE ...")
     c.add_argument("--experiment", "-e", type=Path, help="TOML experiment file")
     variant_opts(c)
-    c.add_argument("--mode", choices=("icount", "wall"), default=None, help="timing mode (default icount)")
-    c.add_argument("--runs", type=int, default=None,
-                   help="boots per variant (default: 1 in icount; in wall, at least 5 and more while a median is looser than +-3%%)")
-    c.add_argument("--max-runs", type=int, default=None, help="cap on boots per variant in wall mode (default 12)")
+    mode_opt(c, None)
+    runs_opt(c, f"boots per variant (default: {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}; in wall, at least "
+                f"{wall.runs} and more while a median is looser than +-3%%)")
+    c.add_argument("--max-runs", type=_at_least_one, default=None,
+                   help=f"cap on boots per variant in wall mode (default {wall.max_runs})")
     c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
-    c.add_argument("--timeout", type=float, default=lab.DEFAULT_TIMEOUT_S, help="seconds before a guest counts as hung")
-    c.add_argument("--format", choices=FORMATS, default="table")
+    c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S, help="seconds before a guest counts as hung")
+    format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
-    c.set_defaults(func=cmd_compare)
 
-    b = sub.add_parser("build", help="resolve and build one variant")
+    b = command("build", "resolve and build one variant", cmd_build)
     b.add_argument("variant")
     variant_opts(b)
-    b.set_defaults(func=cmd_build)
+    format_opt(b, "table", "json")
 
-    r = sub.add_parser("resolve", help="resolve one variant's config and show what olddefconfig dropped")
+    r = command("resolve", "resolve one variant's config and show what olddefconfig dropped", cmd_resolve)
     r.add_argument("variant")
     r.add_argument("--print-config", action="store_true", help="print the resolved .config")
     variant_opts(r)
-    r.set_defaults(func=cmd_resolve)
+    format_opt(r, "table", "json")
 
-    runs = sub.add_parser("runs", help="list past runs")
-    runs.add_argument("--limit", type=int, default=50)
-    runs.set_defaults(func=cmd_runs)
+    runs = command("runs", "list past runs", cmd_runs)
+    runs.add_argument("--limit", type=_at_least_one, default=50)
+    format_opt(runs, "table", "json", "csv")
 
-    lg = sub.add_parser("log", help="print the console log of a run")
+    lg = command("log", "print the console log of a run", cmd_log)
     lg.add_argument("run_id", type=int)
-    lg.set_defaults(func=cmd_log)
 
-    d = sub.add_parser("doctor", help="check the external tools kernellab uses")
-    d.set_defaults(func=cmd_doctor)
+    d = command("doctor", "check the external tools kernellab uses", cmd_doctor)
+    format_opt(d, "table", "json")
 
     cfg = sub.add_parser("config", help="compare configs and explain options, with the Kconfig of the tree")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
-    cd = cfg_sub.add_parser("diff", parents=[common], help="options that differ between two .config files, by menu")
+    cd = command("diff", "options that differ between two .config files, by menu", cmd_config_diff, cfg_sub)
     cd.add_argument("a", help="a .config")
     cd.add_argument("b", help="another .config")
     cd.add_argument("--all", action="store_true", help="also show differing options without a prompt")
-    cd.add_argument("--format", choices=("table", "json"), default="table")
+    format_opt(cd, "table", "json")
     variant_opts(cd)
-    cd.set_defaults(func=cmd_config_diff)
-    ce = cfg_sub.add_parser("explain", parents=[common],
-                            help="an option's value and why: dependencies, selects, what setting it takes")
+    ce = command("explain", "an option's value and why: dependencies, selects, what setting it takes",
+                 cmd_config_explain, cfg_sub)
     ce.add_argument("symbol", help="option name, with or without CONFIG_")
     ce.add_argument("--config", help="a .config (default: the arch's defconfig)")
-    ce.add_argument("--format", choices=("table", "json"), default="table")
+    format_opt(ce, "table", "json")
     variant_opts(ce)
-    ce.set_defaults(func=cmd_config_explain)
 
-    a = sub.add_parser("audit", help="check a .config against the rule base for a workload profile")
+    a = command("audit", "check a .config against the rule base for a workload profile", cmd_audit)
     a.add_argument("config", help="a .config")
     a.add_argument("--profile", required=True, choices=PROFILES)
-    a.add_argument("--format", choices=("table", "json"), default="table")
+    format_opt(a, "table", "json")
     a.add_argument("--fragment", help="write a config fragment applying the recommended changes")
     variant_opts(a)
-    a.set_defaults(func=cmd_audit)
-    sw = sub.add_parser("sweep", help="flip one option at a time from a baseline and rank the effects")
+
+    sw = command("sweep", "flip one option at a time from a baseline and rank the effects", cmd_sweep)
     sw.add_argument("base", nargs="?", help="the baseline variant (with --toggle)")
     sw.add_argument("--toggle", help="options to flip, comma-separated (CONFIG_ prefix optional)")
     sw.add_argument("--from-diff", nargs=2, metavar=("GOOD", "BAD"),
                     help="flip, on GOOD, each option in which BAD differs")
-    sw.add_argument("--metric", required=True, help="metric(s), comma-separated, e.g. proc.fork_exit")
-    sw.add_argument("--mode", choices=("icount", "wall"), default="icount")
-    sw.add_argument("--runs", type=int, default=None, help="boots per variant (default 1 in icount, 5 in wall)")
-    sw.add_argument("--format", choices=("text", "json"), default="text")
+    metric_opt(sw, "metric(s), comma-separated, e.g. proc.fork_exit")
+    mode_opt(sw, modes.DEFAULT)
+    runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
+    format_opt(sw, "table", "json")
     variant_opts(sw)
-    sw.set_defaults(func=cmd_sweep)
 
-    bi = sub.add_parser("bisect", help="name the options that make BAD differ from GOOD on a metric")
+    bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
     bi.add_argument("good")
     bi.add_argument("bad")
-    bi.add_argument("--metric", required=True, help="the metric, e.g. proc.fork_exit")
-    bi.add_argument("--threshold", type=float, default=2.0,
+    metric_opt(bi, "the metric, e.g. proc.fork_exit")
+    bi.add_argument("--threshold", type=_positive, default=2.0,
                     help="smallest change that counts, in %% of the lower probe's value (default 2)")
-    bi.add_argument("--mode", choices=("icount", "wall"), default="icount")
-    bi.add_argument("--format", choices=("text", "json"), default="text")
+    mode_opt(bi, modes.DEFAULT)
+    format_opt(bi, "table", "json")
     variant_opts(bi)
-    bi.set_defaults(func=cmd_bisect)
 
-    sh = sub.add_parser("show", help="render a saved JSON report (from compare --format json)")
+    sh = command("show", "render a saved JSON report (from compare --format json)", cmd_show)
     sh.add_argument("report")
-    sh.add_argument("--format", choices=FORMATS, default="table")
+    format_opt(sh, *REPORT_FORMATS)
     sh.add_argument("--all", action="store_true")
-    sh.set_defaults(func=cmd_show)
+    sh.add_argument("--output", "-o", help="write the rendering to a file")
     return top
 
 

@@ -1,39 +1,102 @@
-"""The lab's record: one SQLite file in WAL mode.
+"""The lab's record: one SQLite file in WAL mode, with a versioned schema.
 
 Every sample is committed the moment it arrives, so a run that is interrupted (a guest
 that hangs, a Ctrl-C, a host that dies) loses nothing already measured.
+
+The schema's version is SQLite's `user_version`. Opening a store written by an older
+kernellab migrates it forward in one transaction (all of it or none of it); a store
+written by a newer kernellab is refused, never half-read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .errors import LabError
 
+SCHEMA_VERSION = 2
+
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS sources (
+CREATE TABLE sources (
     id TEXT PRIMARY KEY, spec TEXT, kind TEXT, version TEXT, content_hash TEXT, tree TEXT);
-CREATE TABLE IF NOT EXISTS variants (
+CREATE TABLE variants (
     id INTEGER PRIMARY KEY, name TEXT, source_id TEXT REFERENCES sources(id), arch TEXT,
     base TEXT, spec TEXT, config_hash TEXT, dropped TEXT, created REAL,
-    UNIQUE (name, source_id, arch, config_hash));
-CREATE TABLE IF NOT EXISTS builds (
+    boot_args TEXT NOT NULL DEFAULT '', sysctls TEXT NOT NULL DEFAULT '',
+    UNIQUE (name, source_id, arch, config_hash, boot_args, sysctls));
+CREATE TABLE builds (
     key TEXT PRIMARY KEY, variant_id INTEGER REFERENCES variants(id), record TEXT, created REAL);
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE runs (
     id INTEGER PRIMARY KEY, variant_id INTEGER REFERENCES variants(id), build_key TEXT,
     target TEXT, mode TEXT, host TEXT, status TEXT, reason TEXT, started REAL, ended REAL,
-    command TEXT);
-CREATE TABLE IF NOT EXISTS samples (
+    command TEXT,
+    options_key TEXT,        -- what besides the kernel decides the numbers (RunOptions.key)
+    agent_version INTEGER,   -- the agent's record version (its hello record)
+    initramfs TEXT,          -- the initramfs file, named by the agent binary's hash
+    clocksource TEXT,        -- the guest's clocksource when the agent started
+    target_info TEXT);       -- JSON: the target's label and details (accelerator, CPU, emulator)
+CREATE INDEX runs_reuse ON runs(build_key, mode, status, options_key);
+CREATE TABLE samples (
     id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, unit TEXT,
-    rep INTEGER, iters INTEGER, value REAL);
-CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, metric);
-CREATE TABLE IF NOT EXISTS logs (
+    rep INTEGER, iters INTEGER, value REAL, seq INTEGER);
+CREATE INDEX samples_run ON samples(run_id, metric);
+CREATE TABLE unavailable (
+    id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, reason TEXT);
+CREATE TABLE logs (
     id INTEGER PRIMARY KEY, run_id INTEGER, build_key TEXT, kind TEXT, text TEXT);
 """
+
+# Log kinds that schema 1 used for what now has columns and tables of its own.
+_V1_MOVED_KINDS = ("options", "initramfs", "clocksource", "not-available")
+
+
+def _migrate_1_to_2(db: sqlite3.Connection) -> None:
+    """Schema 1 (kernellab before user_version) kept run facts as text in `logs`."""
+    db.execute("ALTER TABLE variants RENAME TO variants_v1")
+    db.execute("ALTER TABLE runs RENAME TO runs_v1")
+    db.execute("ALTER TABLE samples RENAME TO samples_v1")
+    db.execute("DROP INDEX IF EXISTS samples_run")
+    for statement in SCHEMA.split(";"):
+        if statement.strip() and not statement.strip().startswith(("CREATE TABLE sources",
+                                                                     "CREATE TABLE builds",
+                                                                     "CREATE TABLE logs")):
+            db.execute(statement)
+    db.execute("INSERT INTO variants (id, name, source_id, arch, base, spec, config_hash, dropped,"
+               " created) SELECT id, name, source_id, arch, base, spec, config_hash, dropped, created"
+               " FROM variants_v1")
+    db.execute("INSERT INTO runs (id, variant_id, build_key, target, mode, host, status, reason,"
+               " started, ended, command) SELECT id, variant_id, build_key, target, mode, host, status,"
+               " reason, started, ended, command FROM runs_v1")
+    db.execute("INSERT INTO samples (id, run_id, metric, unit, rep, iters, value)"
+               " SELECT id, run_id, metric, unit, rep, iters, value FROM samples_v1")
+    for column, kind in (("options_key", "options"), ("initramfs", "initramfs"),
+                         ("clocksource", "clocksource")):
+        db.execute(f"UPDATE runs SET {column} = (SELECT text FROM logs WHERE logs.run_id = runs.id"
+                   f" AND kind = ? ORDER BY id LIMIT 1)", (kind,))
+    for run_id, text in db.execute("SELECT run_id, text FROM logs WHERE kind = 'not-available'").fetchall():
+        metric, _, reason = text.partition(": ")
+        db.execute("INSERT INTO unavailable (run_id, metric, reason) VALUES (?,?,?)", (run_id, metric, reason))
+    # Schema 1 had one agent record version (1), named in each console log's hello record.
+    for run_id, text in db.execute("SELECT run_id, text FROM logs WHERE kind = 'console'").fetchall():
+        m = re.search(r"@KL seq=\d+ t=hello v=(\d+)", text or "")
+        if m:
+            db.execute("UPDATE runs SET agent_version = ? WHERE id = ?", (int(m.group(1)), run_id))
+    db.execute(f"DELETE FROM logs WHERE kind IN ({','.join('?' * len(_V1_MOVED_KINDS))})", _V1_MOVED_KINDS)
+    db.execute("UPDATE runs SET target_info = json_object('label', 'QEMU TCG ' || mode,"
+               " 'details', json_object('accelerator', 'tcg', 'note', 'recorded before schema 2'))"
+               " WHERE target = 'qemu'")
+    for table in ("samples_v1", "runs_v1", "variants_v1"):
+        db.execute(f"DROP TABLE {table}")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
 
 
 class Store:
@@ -41,79 +104,128 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(SCHEMA)
-            self.db.commit()
+            self._open_schema()
         except (sqlite3.Error, OSError) as exc:
-            raise LabError(f"cannot write the store at {self.path} ({exc}): "
+            raise LabError(f"cannot open the store at {self.path} ({exc}): "
                            "pass --store PATH in a writable directory") from None
         self.db.row_factory = sqlite3.Row
+
+    def _open_schema(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")  # one writer decides and migrates
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if version == 0 and tables:
+                version = 1  # written before the schema had a version
+            if version > SCHEMA_VERSION:
+                raise LabError(f"the store at {self.path} has schema version {version}; this kernellab "
+                               f"reads up to {SCHEMA_VERSION}: upgrade kernellab or pass --store PATH")
+            if version == 0:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+            else:
+                while version < SCHEMA_VERSION:
+                    MIGRATIONS[version](self.db)
+                    version += 1
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self.db.close()
 
-    def _commit(self, sql: str, args: tuple) -> int:
+    def _commit(self, sql: str, args: tuple[Any, ...]) -> int:
+        # Autocommit mode: each statement is its own transaction, committed on return.
         try:
             cur = self.db.execute(sql, args)
-            self.db.commit()
         except sqlite3.Error as exc:
             raise LabError(f"cannot write the store at {self.path} ({exc}): "
                            "free some space or pass --store PATH") from None
-        return cur.lastrowid
+        return cur.lastrowid or 0
 
-    def add_source(self, source) -> None:
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- variants and builds ---------------------------------------------------------
+
+    def add_source(self, source: Any) -> None:
         d = source.to_dict()
         self._commit("INSERT OR REPLACE INTO sources VALUES (?,?,?,?,?,?)",
                      (source.id, d["spec"], d["kind"], d["version"], d["content_hash"], d["tree"]))
 
-    def add_variant(self, name, source, arch, base, spec: dict, config_hash, dropped) -> int:
+    def add_variant(self, name: str, source: Any, arch: str, base: str, spec: dict[str, Any],
+                    config_hash: str, dropped: list[dict[str, str]], boot_args: str = "",
+                    sysctls: str = "") -> int:
         self.add_source(source)
-        row = self.db.execute("SELECT id FROM variants WHERE name=? AND source_id=? AND arch=? "
-                              "AND config_hash=?", (name, source.id, arch, config_hash)).fetchone()
+        row = self.db.execute("SELECT id FROM variants WHERE name=? AND source_id=? AND arch=? AND"
+                              " config_hash=? AND boot_args=? AND sysctls=?",
+                              (name, source.id, arch, config_hash, boot_args, sysctls)).fetchone()
         if row:
-            return row["id"]
+            return int(row["id"])
         return self._commit("INSERT INTO variants (name, source_id, arch, base, spec, config_hash,"
-                            " dropped, created) VALUES (?,?,?,?,?,?,?,?)",
+                            " dropped, created, boot_args, sysctls) VALUES (?,?,?,?,?,?,?,?,?,?)",
                             (name, source.id, arch, base, json.dumps(spec), config_hash,
-                             json.dumps(dropped), time.time()))
+                             json.dumps(dropped), time.time(), boot_args, sysctls))
 
-    def add_build(self, key: str, variant_id: int, record: dict) -> None:
+    def add_build(self, key: str, variant_id: int, record: dict[str, Any]) -> None:
         self._commit("INSERT OR IGNORE INTO builds VALUES (?,?,?,?)",
                      (key, variant_id, json.dumps(record), time.time()))
 
-    def build_record(self, key: str) -> dict | None:
-        row = self.db.execute("SELECT record FROM builds WHERE key=?", (key,)).fetchone()
-        return json.loads(row["record"]) if row else None
+    # -- runs ------------------------------------------------------------------------
 
-    def start_run(self, variant_id, build_key, target, mode, command) -> int:
-        return self._commit("INSERT INTO runs (variant_id, build_key, target, mode, host, status,"
-                            " started, command) VALUES (?,?,?,?,?,?,?,?)",
-                            (variant_id, build_key, target, mode, socket.gethostname(), "running",
-                             time.time(), json.dumps(command)))
+    def start_run(self, variant_id: int, build_key: str, target: str, target_info: dict[str, Any],
+                  mode: str, command: list[str], options_key: str, initramfs: str | None) -> int:
+        return self._commit(
+            "INSERT INTO runs (variant_id, build_key, target, mode, host, status, started, command,"
+            " options_key, initramfs, target_info) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (variant_id, build_key, target, mode, socket.gethostname(), "running", time.time(),
+             json.dumps(command), options_key, initramfs, json.dumps(target_info)))
 
-    def add_sample(self, run_id, metric, unit, rep, iters, value) -> None:
-        self._commit("INSERT INTO samples (run_id, metric, unit, rep, iters, value)"
-                     " VALUES (?,?,?,?,?,?)", (run_id, metric, unit, rep, iters, value))
+    def add_sample(self, run_id: int, metric: str, unit: str, rep: int, iters: int, value: float,
+                   seq: int | None = None) -> None:
+        self._commit("INSERT INTO samples (run_id, metric, unit, rep, iters, value, seq)"
+                     " VALUES (?,?,?,?,?,?,?)", (run_id, metric, unit, rep, iters, value, seq))
 
-    def add_log(self, kind: str, text: str, run_id=None, build_key=None) -> None:
+    def add_unavailable(self, run_id: int, metric: str, reason: str) -> None:
+        self._commit("INSERT INTO unavailable (run_id, metric, reason) VALUES (?,?,?)",
+                     (run_id, metric, reason))
+
+    def add_log(self, kind: str, text: str, run_id: int | None = None, build_key: str | None = None) -> None:
         self._commit("INSERT INTO logs (run_id, build_key, kind, text) VALUES (?,?,?,?)",
                      (run_id, build_key, kind, text))
 
-    def finish_run(self, run_id, status, reason) -> None:
-        self._commit("UPDATE runs SET status=?, reason=?, ended=? WHERE id=?",
-                     (status, reason, time.time(), run_id))
+    def finish_run(self, run_id: int, status: str, reason: str, agent_version: int | None = None,
+                   clocksource: str | None = None) -> None:
+        self._commit("UPDATE runs SET status=?, reason=?, ended=?, agent_version=coalesce(?, agent_version),"
+                     " clocksource=coalesce(?, clocksource) WHERE id=?",
+                     (status, reason, time.time(), agent_version, clocksource, run_id))
 
-    def run_samples(self, run_id) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT metric, unit, rep, iters, value FROM samples WHERE run_id=?"
+    # -- reading ---------------------------------------------------------------------
+
+    def run(self, run_id: int) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return row
+
+    def run_samples(self, run_id: int) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT metric, unit, rep, iters, value, seq FROM samples WHERE run_id=?"
                                " ORDER BY id", (run_id,)).fetchall()
 
-    def run_metrics(self, run_id) -> dict[str, list[float]]:
+    def run_metrics(self, run_id: int) -> dict[str, list[float]]:
         """metric -> the run's samples of it, in the order they arrived."""
         out: dict[str, list[float]] = {}
         for row in self.run_samples(run_id):
             out.setdefault(row["metric"], []).append(row["value"])
         return out
+
+    def run_unavailable(self, run_id: int) -> dict[str, str]:
+        """metric -> why the run could not measure it."""
+        return {row["metric"]: row["reason"] for row in self.db.execute(
+            "SELECT metric, reason FROM unavailable WHERE run_id=? ORDER BY id", (run_id,))}
 
     def runs(self, limit: int = 50) -> list[sqlite3.Row]:
         return self.db.execute(
@@ -122,19 +234,17 @@ class Store:
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
 
-    def finished_runs(self, build_key: str, mode: str, options: str) -> list[int]:
+    def finished_runs(self, build_key: str, mode: str, options_key: str) -> list[int]:
         """Earlier successful runs of this very kernel with these run options: what lets an
         interrupted bisect or sweep resume without redoing its probes."""
         return [row["id"] for row in self.db.execute(
-            "SELECT r.id FROM runs r JOIN logs l ON l.run_id = r.id AND l.kind = 'options'"
-            " WHERE r.build_key=? AND r.mode=? AND r.status='ok' AND l.text=? ORDER BY r.id",
-            (build_key, mode, options))]
+            "SELECT id FROM runs WHERE build_key=? AND mode=? AND status='ok' AND options_key=?"
+            " ORDER BY id", (build_key, mode, options_key))]
 
-    def run_logs(self, run_id, kind: str) -> list[str]:
+    def run_logs(self, run_id: int, kind: str) -> list[str]:
         return [row["text"] for row in self.db.execute(
             "SELECT text FROM logs WHERE run_id=? AND kind=? ORDER BY id", (run_id, kind))]
 
-    def run_log(self, run_id, kind="console") -> str | None:
-        row = self.db.execute("SELECT text FROM logs WHERE run_id=? AND kind=?",
-                              (run_id, kind)).fetchone()
-        return row["text"] if row else None
+    def run_log(self, run_id: int, kind: str = "console") -> str | None:
+        logs = self.run_logs(run_id, kind)
+        return logs[0] if logs else None

@@ -7,10 +7,10 @@ and sizes, and refuses to boot it.
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from importlib import resources
 
+from .. import datafile
 from ..errors import LabError
 
 # Said by every report of a build-only variant, and by the refusal to boot one.
@@ -20,7 +20,6 @@ BUILD_ONLY_NOTE = "build only: no QEMU machine for this arch"
 @dataclass(frozen=True)
 class QemuProfile:
     binary: str
-    package: str
     args: tuple[str, ...]
     console: str
     # The agent's scratch disk (wall mode); empty where the machine has no virtio.
@@ -40,8 +39,7 @@ class ArchProfile:
     boot_image: str
     lab_minimal_fragment: str
     debian_config: str
-    compiler_package: str
-    qemu: QemuProfile | None
+    qemu: QemuProfile | None = None
     # The make target lab-minimal starts from: tinyconfig, or a board's defconfig where
     # the board's platform code is what makes the kernel boot at all.
     lab_minimal_base: str = "tinyconfig"
@@ -71,11 +69,6 @@ class ArchProfile:
         return self.qemu
 
 
-# Every field without a default must be in the file; [qemu] may be left out (build-only).
-_REQUIRED = tuple(f.name for f in fields(ArchProfile) if f.default is MISSING and f.name != "qemu")
-_QEMU_REQUIRED = ("binary", "package", "args", "console")
-
-
 def available() -> list[str]:
     return sorted(p.name.removesuffix(".toml")
                   for p in resources.files(__package__).iterdir() if p.name.endswith(".toml"))
@@ -85,32 +78,5 @@ def load(name: str) -> ArchProfile:
     path = resources.files(__package__) / f"{name}.toml"
     if not path.is_file():
         raise LabError(f"unknown arch {name!r}: use one of {', '.join(available())}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise LabError(f"arch profile {name}.toml: not valid TOML ({exc})") from None
-    return _profile(f"arch profile {name}.toml", data)
-
-
-def _profile(origin: str, data: dict) -> ArchProfile:
-    _check_keys(origin, data, _REQUIRED, {f.name for f in fields(ArchProfile)})
-    data = dict(data)
-    qemu = data.pop("qemu", None)
-    return ArchProfile(**data, qemu=None if qemu is None else _qemu(f"{origin} [qemu]", qemu))
-
-
-def _qemu(origin: str, data: dict) -> QemuProfile:
-    _check_keys(origin, data, _QEMU_REQUIRED, {f.name for f in fields(QemuProfile)})
-    icount = data.get("icount_args")
-    return QemuProfile(data["binary"], data["package"], tuple(data["args"]), data["console"],
-                       tuple(data.get("disk_args", ())), None if icount is None else tuple(icount),
-                       data.get("kernel_args", ""))
-
-
-def _check_keys(origin: str, data: dict, required, known: set[str]) -> None:
-    missing = [k for k in required if k not in data]
-    unknown = sorted(set(data) - known)
-    if missing:
-        raise LabError(f"{origin}: missing {', '.join(missing)}")
-    if unknown:
-        raise LabError(f"{origin}: unknown key(s) {', '.join(unknown)}")
+    origin = f"arch profile {name}.toml"
+    return datafile.load(ArchProfile, datafile.read_toml(path, origin), origin)

@@ -20,6 +20,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 
+from .. import modes
 from ..errors import LabError
 from ..measure.catalog import describe
 from ..store import Store
@@ -65,7 +66,7 @@ class Bisector:
     """The search itself, over a prober (anything with .probe(label, settings, runs),
     .more_runs(probe, runs=), .builds, .boots, .probes) and the target values."""
 
-    def __init__(self, prober, target: dict[str, str], metric: str, mode: str = "icount",
+    def __init__(self, prober, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
                  threshold_pct: float = 2.0, log=print):
         self.prober, self.target, self.metric = prober, target, metric
         self.mode, self.threshold, self.log = mode, threshold_pct, log
@@ -75,12 +76,17 @@ class Bisector:
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
-                     mode: str = "icount", threshold_pct: float = 2.0, log=print) -> "Bisector":
+                     mode: str = modes.DEFAULT, threshold_pct: float = 2.0, log=print) -> "Bisector":
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
-        good_p, bad_p = lab.prepare(good, store), lab.prepare(bad, store)
+        if good.boot_words() != bad.boot_words():
+            raise LabError("bisect searches config options: give GOOD and BAD the same boot parameters "
+                           "and sysctls (compare them with `kernellab compare`)")
+        if threshold_pct <= 0:
+            raise LabError(f"--threshold must be a positive percentage, got {threshold_pct:g}")
+        good_p, bad_p = lab.prepare(good), lab.prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
-        prober = Prober(store, good.source, good.arch, good_p.config.text, [metric], mode, log=log)
+        prober = Prober(store, good, good_p.config.text, [metric], mode, log=log)
         return cls(prober, target, metric, mode, threshold_pct, log)
 
     def run(self) -> BisectResult:
@@ -175,7 +181,7 @@ class Bisector:
 
     def _probe(self, label: str, settings: dict[str, str]) -> Probe:
         digest = hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]
-        probe = self.prober.probe(f"{label}@{digest}", settings, runs=1 if self.mode == "icount" else 3)
+        probe = self.prober.probe(f"{label}@{digest}", settings, runs=modes.get(self.mode).probe_runs)
         self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
                  f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
                  f"{probe.boots} boot(s))")

@@ -1,8 +1,12 @@
-"""One variant through the lab: resolve its config, build it, boot it, store what it says."""
+"""One variant through the lab: prepare (resolve its config) -> build -> run -> save.
+
+prepare() only reads: resolving a variant (`kernellab resolve`) leaves the store as it
+was. The store learns of a variant when it is built or run.
+"""
 
 from __future__ import annotations
 
-import tempfile
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,15 +17,14 @@ from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..initramfs import agent_initramfs
 from ..measure.catalog import describe
-from ..measure.console import initcalls, memory_line, milestones
+from ..measure.session import Sample, Session, console_samples
 from ..sources import Source
 from ..store import Store
-from ..targets import qemu
+from ..targets import Target
+from ..targets.qemu import SCRATCH_MIB, QemuTarget
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
-COARSE_CLOCKSOURCES = ("jiffies", "refined-jiffies")
-SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
 
 
 @dataclass
@@ -31,7 +34,6 @@ class Prepared:
     profile: arches.ArchProfile
     toolchain: toolchains.Toolchain
     config: ResolvedConfig
-    variant_id: int
 
 
 @dataclass
@@ -42,20 +44,24 @@ class RunOutcome:
     samples: int
 
 
-def prepare(spec: VariantSpec, store: Store) -> Prepared:
+def prepare(spec: VariantSpec) -> Prepared:
     profile = arches.load(spec.arch)
     source = sources.resolve(spec.source)
     toolchain = toolchains.detect(profile)
-    settings = spec.settings()
-    config = resolve(source, profile, toolchain, spec.base, settings)
-    variant_id = store.add_variant(spec.name, source, profile.name, spec.base, spec.to_dict(),
-                                   config.hash, config.dropped)
-    return Prepared(spec, source, profile, toolchain, config, variant_id)
+    config = resolve(source, profile, toolchain, spec.base, spec.settings())
+    return Prepared(spec, source, profile, toolchain, config)
+
+
+def record_variant(p: Prepared, store: Store) -> int:
+    """The variant's row: its config and its boot parameters and sysctls are its identity."""
+    return store.add_variant(p.spec.name, p.source, p.profile.name, p.spec.base, p.spec.to_dict(),
+                             p.config.hash, p.config.dropped, " ".join(p.spec.boot_args),
+                             json.dumps(p.spec.sysctls, sort_keys=True) if p.spec.sysctls else "")
 
 
 def ensure_built(p: Prepared, store: Store, log=None) -> Build:
     result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
-    store.add_build(result.key, p.variant_id, result.to_dict())
+    store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result
 
 
@@ -68,12 +74,12 @@ class RunOptions:
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
     scratch_mib: int = SCRATCH_MIB  # wall mode only
 
-    def key(self, initrd: Path) -> str:
+    def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
-        return f"{self.mode} {initrd.name} {self.cmdline()}"
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}"
 
-    def cmdline(self) -> str:
-        words = [self.cmdline_extra]
+    def cmdline(self, spec: VariantSpec) -> str:
+        words = [*spec.boot_words(), self.cmdline_extra]
         if self.initcalls:
             # initcall_debug reports at KERN_DEBUG: raise the console level to show it.
             words.append("initcall_debug loglevel=8")
@@ -96,70 +102,47 @@ def initramfs_for(p: Prepared) -> Path:
     return agent_initramfs(agent_binary(target["cc"], p.profile.agent_arch))
 
 
+class _StoreSink:
+    """Commits what the session reads as it reads it."""
+
+    def __init__(self, store: Store, run_id: int, config: dict[str, str]):
+        self.store, self.run_id, self.config = store, run_id, config
+
+    def sample(self, s: Sample) -> None:
+        self.store.add_sample(self.run_id, s.metric, s.unit, s.rep, s.iters, s.value, s.seq)
+
+    def unavailable(self, metric: str, reason: str) -> None:
+        """The agent says why; the catalog knows which options the metric needs, and the
+        variant's config which of them it lacks: that is the reason users can act on."""
+        lacking = [o for o in describe(metric, "").needs if self.config.get(o, "n") not in ("y", "m")]
+        self.store.add_unavailable(self.run_id, metric, f"needs {', '.join(lacking)}" if lacking else reason)
+
+
 def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
-        initrd: Path | None = None) -> RunOutcome:
-    """Boot once; every agent sample is committed to the store as its line arrives."""
+        initrd: Path | None = None, target: Target | None = None) -> RunOutcome:
+    """Boot once; every sample is committed to the store as its line arrives."""
     initrd = initrd or initramfs_for(p)
-    with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
-        # No disk in icount mode: its I/O completes in host time, so its interrupts would
-        # land at instruction counts that differ run to run and end the determinism.
-        # The block metrics mean nothing under icount anyway.
-        with_disk = options.scratch_mib and options.mode == "wall"
-        scratch = qemu.scratch_disk(Path(tmp), options.scratch_mib) if with_disk else None
-        argv = qemu.command(p.profile, build.image, initrd, options.mode, options.cmdline(), scratch)
-        run_id = store.start_run(p.variant_id, build.key, "qemu", options.mode, argv)
-        store.add_log("initramfs", initrd.name, run_id=run_id)  # names the agent binary's hash
-        store.add_log("options", options.key(initrd), run_id=run_id)
-        count = 0
-
-        coarse_clock = None
-
-        def on_record(record):
-            nonlocal count, coarse_clock
-            f = record.fields
-            if record.type == "meta" and f.get("key") == "clocksource":
-                store.add_log("clocksource", f.get("value", ""), run_id=run_id)
-                if f.get("value") in COARSE_CLOCKSOURCES:
-                    coarse_clock = f["value"]
-            elif record.type == "sample":
-                if coarse_clock and describe(f["metric"], f["unit"]).clock == "guest":
-                    return  # a tick-resolution timing is not a measurement
-                store.add_sample(run_id, f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
-                                 float(f["value"]))
-                count += 1
-            elif record.type == "na":
-                store.add_log("not-available", f"{f.get('metric')}: {f.get('reason')}", run_id=run_id)
-
+    target = target or QemuTarget(p.profile, options.scratch_mib)
+    variant_id = record_variant(p, store)
+    info = target.describe(options.mode)
+    with target.start(build.image, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
+        run_id = store.start_run(variant_id, build.key, target.name, info.to_dict(), options.mode,
+                                 console.command, options.key(initrd, p.spec), initrd.name)
+        session = Session(_StoreSink(store, run_id, p.config.values))
         try:
-            result = qemu.boot(p.profile, build.image, initrd, options.mode, options.timeout_s,
-                               options.cmdline(), on_record=on_record, scratch=scratch)
+            result = session.read(console)
         except KeyboardInterrupt as exc:
-            store.finish_run(run_id, "interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})")
+            sink = session.sink
+            for sample in console_samples(session.result.lines):  # the milestones it reached
+                sink.sample(sample)
+            store.add_log("console", session.result.console_log, run_id=run_id)
+            store.finish_run(run_id, "interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})",
+                             session.result.agent_version, session.result.clocksource)
             raise
-    _store_console_metrics(store, run_id, result.lines)
     store.add_log("console", result.console_log, run_id=run_id)
     if result.rejected:
         store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
-    if coarse_clock and result.status == "ok":
-        result.status = "coarse-clock"
-        result.reason = (f"the guest kernel timed with the {coarse_clock} clocksource (tick resolution): "
-                         "its timings were discarded; give it a reference clock (e.g. CONFIG_ACPI for "
-                         "the HPET and PM timer on x86) or use --mode icount")
-    store.finish_run(run_id, result.status, result.reason)
-    return RunOutcome(run_id, result.status, result.reason, count)
-
-
-def _store_console_metrics(store: Store, run_id: int, lines) -> None:
-    """Boot milestones, the "Memory:" line and initcall times, read off the console."""
-    for m in milestones(lines):
-        store.add_sample(run_id, f"boot.{m.name}.host", "s", 0, 1, m.host_s)
-        if m.printk_s is not None:
-            store.add_sample(run_id, f"boot.{m.name}.printk", "s", 0, 1, m.printk_s)
-    for line in lines:
-        fields = memory_line(line.text)
-        if fields:
-            for key, kib in fields.items():
-                store.add_sample(run_id, f"mem.kernel.{key}", "KiB", 0, 1, kib)
-            break
-    for function, usecs in initcalls(lines).items():
-        store.add_sample(run_id, f"boot.initcall.{function}", "us", 0, 1, usecs)
+    store.finish_run(run_id, result.status, result.reason, result.agent_version, result.clocksource)
+    if result.status == "agent-mismatch":
+        raise LabError(result.reason)
+    return RunOutcome(run_id, result.status, result.reason, result.samples)

@@ -8,7 +8,7 @@ import hashlib
 import statistics
 from dataclasses import dataclass, field
 
-from .. import arches, paths
+from .. import arches, modes, paths
 from ..build import FIGURE_METRICS, Build
 from ..errors import LabError
 from ..measure.catalog import describe
@@ -36,11 +36,10 @@ class Probe:
 class Prober:
     """Builds and boots probes; counts the builds and boots it really performed."""
     store: Store
-    source: str
-    arch: str
+    base: VariantSpec             # source, arch, boot parameters and sysctls of every probe
     base_text: str                # the resolved config every probe starts from
     metrics: list[str]
-    mode: str = "icount"
+    mode: str = modes.DEFAULT
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
     log: object = print
     builds: int = 0
@@ -55,20 +54,21 @@ class Prober:
         self.base_path = paths.cache_dir("attribution") / f"base-{digest}.config"
         if not self.base_path.exists():
             self.base_path.write_text(self.base_text)
-        agent = [m for m in self.metrics if describe(m, "").clock in ("guest", "count")
-                 and not m.startswith(("boot.", "mem.kernel."))]
+        agent = [m for m in self.metrics if describe(m, "").source == "agent"]
         self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
         # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
         words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
         if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
-            words.append(arches.load(self.arch).fast_boot_args)
-        self.options = lab.RunOptions(self.mode, self.timeout_s, scratch_mib=lab.SCRATCH_MIB,
-                                      cmdline_extra=" ".join(w for w in words if w))
+            words.append(arches.load(self.base.arch).fast_boot_args)
+        self.options = lab.RunOptions(self.mode, self.timeout_s, cmdline_extra=" ".join(w for w in words if w))
+
+    def _spec(self, label: str, settings: dict[str, str]) -> VariantSpec:
+        options = [f"{name}={value}" for name, value in sorted(settings.items())]
+        return VariantSpec(f"probe:{label}", str(self.base_path), [], options, self.base.source,
+                           self.base.arch, self.base.boot_args, self.base.sysctls)
 
     def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe:
-        options = [f"{name}={value}" for name, value in sorted(settings.items())]
-        spec = VariantSpec(f"probe:{label}", str(self.base_path), [], options, self.source, self.arch)
-        prepared = lab.prepare(spec, self.store)
+        prepared = lab.prepare(self._spec(label, settings))
         build = lab.ensure_built(prepared, self.store, log=None)
         self.builds += not build.cached
         result = Probe(label, dict(settings), prepared.config.values, prepared.config.dropped, build,
@@ -81,12 +81,10 @@ class Prober:
 
     def more_runs(self, probe: Probe, prepared=None, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
-        prepared = prepared or lab.prepare(VariantSpec(
-            f"probe:{probe.label}", str(self.base_path), [],
-            [f"{n}={v}" for n, v in sorted(probe.requested.items())], self.source, self.arch), self.store)
+        prepared = prepared or lab.prepare(self._spec(probe.label, probe.requested))
         initrd = lab.initramfs_for(prepared)
         have = len(next(iter(probe.runs.values()))) if self.metrics else 0
-        reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd))
+        reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
         while have < runs:
             if have < len(reusable):
                 run_id = reusable[have]
@@ -132,8 +130,8 @@ def distinguishable(low: list[float], high: list[float], better: str, mode: str,
     ref = statistics.median(low)
     delta = statistics.median(high) - ref
     big = ref != 0 and abs(delta) / abs(ref) * 100 >= min_pct
-    if mode == "icount":
-        return big  # deterministic: the difference is exact
+    if modes.get(mode).deterministic:
+        return big  # the difference is exact
     c = compare_samples(low, high, better)
     if not c.testable:
         return None

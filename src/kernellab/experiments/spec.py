@@ -1,18 +1,23 @@
 """Variant and experiment specifications: the command-line short syntax and TOML files.
 
-Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+...   (NAME= may be left out)
+Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE...   (NAME= may be left out)
   BASE      defconfig | tinyconfig | allnoconfig | debian | lab-minimal | path of a .config
   FRAGMENT  path of a fragment file, or a fragment kernellab ships (e.g. debug-kernel)
   CONFIG_X=VALUE inline; CONFIG_X=n unsets it
+  boot:ARG  a kernel command-line parameter (boot:mitigations=off, boot:preempt=full)
+  sysctl:KEY=VALUE  a sysctl set before anything is measured (sysctl:vm.swappiness=10)
+The boot parameters and sysctls are part of the variant's identity and of its runs' key:
+two variants with one config and different parameters share a build, never a run.
 """
 
 from __future__ import annotations
 
-import tomllib
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .. import datafile, modes
 from ..config.dotconfig import Setting, parse_line, parse_settings
 from ..errors import LabError
 
@@ -28,6 +33,24 @@ class VariantSpec:
     options: list[str] = field(default_factory=list)   # inline CONFIG_X=v
     source: str = DEFAULT_SOURCE
     arch: str = DEFAULT_ARCH
+    boot_args: list[str] = field(default_factory=list)   # kernel command-line parameters
+    sysctls: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for arg in self.boot_args:
+            if not arg or any(c.isspace() for c in arg) or arg.startswith("KL_"):
+                raise LabError(f"variant {self.name!r}: bad boot parameter {arg!r}: one word such as "
+                               "mitigations=off (KL_* words are the agent's own)")
+        for key, value in self.sysctls.items():
+            if not _SYSCTL_KEY.fullmatch(key) or not value or any(c.isspace() for c in value):
+                raise LabError(f"variant {self.name!r}: bad sysctl {key}={value!r}: give KEY=VALUE such as "
+                               "vm.swappiness=10 (values with spaces are not supported)")
+
+    def boot_words(self) -> list[str]:
+        """The kernel command-line words this variant adds: its parameters, then its sysctls
+        in the kernel's own `sysctl.KEY=VALUE` form (Linux >= 5.8), which the kernel sets
+        before init starts and reports when one does not take."""
+        return [*self.boot_args, *(f"sysctl.{k}={v}" for k, v in self.sysctls.items())]
 
     def settings(self) -> list[Setting]:
         """Fragment files in order, then inline options: later settings win."""
@@ -44,16 +67,44 @@ class VariantSpec:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "base": self.base, "fragments": self.fragments,
-                "options": self.options, "source": self.source, "arch": self.arch}
+                "options": self.options, "source": self.source, "arch": self.arch,
+                "boot_args": self.boot_args, "sysctls": self.sysctls}
+
+
+_SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
 
 
 @dataclass
 class Experiment:
     name: str
     variants: list[VariantSpec]
-    mode: str = "icount"
+    mode: str = modes.DEFAULT
     runs: int | None = None        # None: the mode's default
     description: str = ""
+
+
+@dataclass(frozen=True)
+class _VariantTable:
+    """A [[variant]] of an experiment file."""
+    name: str
+    base: str
+    fragments: list[str] = field(default_factory=list)
+    options: list[str] = field(default_factory=list)
+    source: str | None = None
+    arch: str | None = None
+    boot_args: list[str] = field(default_factory=list)
+    sysctls: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _ExperimentFile:
+    variant: list[_VariantTable]
+    name: str | None = None
+    description: str = ""
+    source: str = DEFAULT_SOURCE
+    arch: str = DEFAULT_ARCH
+    mode: str = modes.DEFAULT
+    runs: int | None = None
 
 
 def _fragment_text(fragment: str) -> tuple[str, str]:
@@ -75,42 +126,44 @@ def packaged_fragments() -> list[str]:
 
 def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARCH) -> VariantSpec:
     head, sep, rest = text.partition("=")
-    if sep and "+" not in head and not head.startswith("CONFIG_") and rest:
+    if sep and "+" not in head and ":" not in head and not head.startswith("CONFIG_") and rest:
         name, body = head, rest
     else:
         name, body = text, text
-    parts = [p for p in body.split("+")]
+    parts = body.split("+")
     if not parts[0] or any(not p for p in parts):
-        raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y")
-    base, fragments, options = parts[0], [], []
+        raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE")
+    base, fragments, options, boot_args, sysctls = parts[0], [], [], [], {}
     for part in parts[1:]:
-        (options if part.startswith("CONFIG_") else fragments).append(part)
-    return VariantSpec(name, base, fragments, options, source, arch)
+        if part.startswith("CONFIG_"):
+            options.append(part)
+        elif part.startswith("boot:"):
+            boot_args.append(part.removeprefix("boot:"))
+        elif part.startswith("sysctl:"):
+            key, eq, value = part.removeprefix("sysctl:").partition("=")
+            if not eq:
+                raise LabError(f"bad variant {text!r}: {part!r} needs KEY=VALUE (sysctl:vm.swappiness=10)")
+            sysctls[key] = value
+        else:
+            fragments.append(part)
+    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls)
 
 
 def load_experiment(path: Path | None) -> Experiment:
     """A TOML experiment file; None loads the built-in default experiment."""
     if path is None:
-        text, origin = (resources.files(__package__) / "default.toml").read_text(), "default.toml"
+        file, origin = resources.files(__package__) / "default.toml", "default.toml"
+        data = datafile.read_toml(file, origin)
     else:
-        try:
-            text, origin = Path(path).read_text(), str(path)
-        except OSError as exc:
-            raise LabError(f"cannot read experiment {path}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise LabError(f"{origin}: not valid TOML ({exc})") from None
-    source = data.get("source", DEFAULT_SOURCE)
-    arch = data.get("arch", DEFAULT_ARCH)
-    variants = []
-    for i, v in enumerate(data.get("variant", []), start=1):
-        if "name" not in v or "base" not in v:
-            raise LabError(f"{origin}: variant {i} needs a name and a base")
-        variants.append(VariantSpec(v["name"], v["base"], list(v.get("fragments", [])),
-                                    list(v.get("options", [])), v.get("source", source),
-                                    v.get("arch", arch)))
-    if not variants:
-        raise LabError(f"{origin}: no [[variant]] tables")
-    return Experiment(data.get("name", Path(origin).stem), variants, data.get("mode", "icount"),
-                      data.get("runs"), data.get("description", ""))
+        origin = str(path)
+        data = datafile.read_toml(Path(path), origin)
+    exp = datafile.load(_ExperimentFile, data, f"experiment {origin}")
+    if not exp.variant:
+        raise LabError(f"experiment {origin}: no [[variant]] tables")
+    if exp.mode not in modes.NAMES:
+        raise LabError(f"experiment {origin}: unknown mode {exp.mode!r} (modes: {', '.join(modes.NAMES)})")
+    if exp.runs is not None and exp.runs < 1:
+        raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
+    variants = [VariantSpec(v.name, v.base, v.fragments, v.options, v.source or exp.source,
+                            v.arch or exp.arch, v.boot_args, v.sysctls) for v in exp.variant]
+    return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description)

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import modes
 from ..build import build_tree
 from ..errors import LabError
 from ..measure.catalog import describe
@@ -88,11 +89,13 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 
 
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
-          mode: str = "icount", runs: int | None = None, log=print) -> SweepResult:
+          mode: str = modes.DEFAULT, runs: int | None = None, log=print) -> SweepResult:
     start = time.monotonic()
-    prepared = lab.prepare(base, store)
-    prober = Prober(store, base.source, base.arch, prepared.config.text, metrics, mode, log=log)
-    runs = runs or (1 if mode == "icount" else 5)
+    if runs is not None and runs < 1:
+        raise LabError(f"--runs must be at least 1, got {runs}")
+    prepared = lab.prepare(base)
+    prober = Prober(store, base, prepared.config.text, metrics, mode, log=log)
+    runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)
     costs = rebuild_cost(build_tree(prepared.source, prepared.profile, prepared.toolchain), list(flips))
     order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
@@ -104,7 +107,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
         _describe_flip(flip, prepared.config.values, probe)
         for m in metrics:
             c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                deterministic=(mode == "icount"))
+                                deterministic=modes.get(mode).deterministic)
             flip.effects[m] = c.to_dict()
         results.append(flip)
     return SweepResult(mode, metrics, {m: baseline.value(m) for m in metrics}, results,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Literal
+
+from .. import datafile, modes
 
 # Table sections, in the order a report shows them.
 GROUPS = ("build", "size", "boot", "initcalls", "memory", "syscalls", "processes", "ipc",
           "filesystem", "memory-runtime", "crypto", "timer", "block", "other")
-MODES = ("icount", "wall")
+
+Source = Literal["agent", "console", "build"]
 
 
 @dataclass(frozen=True)
@@ -18,25 +21,34 @@ class Metric:
     name: str
     label: str
     unit: str
-    better: str   # "lower" | "higher"
+    better: Literal["lower", "higher"]
     group: str
-    clock: str    # build | host | guest | count
-    modes: tuple[str, ...] = MODES
-    needs: tuple[str, ...] = field(default_factory=tuple)
+    clock: Literal["build", "host", "guest", "count"]
+    source: Source
+    modes: tuple[str, ...] = modes.NAMES
+    needs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"metric {self.name}: group {self.group!r} is not one of {', '.join(GROUPS)}")
+        unknown = [m for m in self.modes if m not in modes.NAMES]
+        if unknown:
+            raise ValueError(f"metric {self.name}: unknown mode {unknown[0]!r} (modes: {', '.join(modes.NAMES)})")
 
     def valid_in(self, mode: str) -> bool:
         return mode in self.modes
 
 
+@dataclass(frozen=True)
+class _File:
+    metric: list[Metric]
+
+
 @cache
 def catalog() -> dict[str, Metric]:
-    data = tomllib.loads((resources.files(__package__) / "metrics.toml").read_text())
-    metrics = {}
-    for m in data["metric"]:
-        m["modes"] = tuple(m.get("modes", MODES))
-        m["needs"] = tuple(m.get("needs", ()))
-        metrics[m["name"]] = Metric(**m)
-    return metrics
+    path = resources.files(__package__) / "metrics.toml"
+    return {m.name: m for m in datafile.load(_File, datafile.read_toml(path, "metrics.toml"),
+                                             "metrics.toml").metric}
 
 
 def describe(name: str, unit: str) -> Metric:
@@ -46,9 +58,16 @@ def describe(name: str, unit: str) -> Metric:
         return known
     if name.startswith("boot.initcall."):
         return Metric(name, f"initcall {name.removeprefix('boot.initcall.')}", unit, "lower",
-                      "initcalls", "guest")
+                      "initcalls", "guest", "console")
+    if name.startswith("mem.kernel."):
+        return Metric(name, name, unit, "lower", "memory", "count", "console")
     group = "memory" if name.startswith("meminfo.") else "other"
-    return Metric(name, name, unit, "lower", group, "count" if group == "memory" else "guest")
+    return Metric(name, name, unit, "lower", group, "count" if group == "memory" else "guest", "agent")
+
+
+def from_source(source: Source) -> frozenset[str]:
+    """The catalog's metrics that `source` measures."""
+    return frozenset(m.name for m in catalog().values() if m.source == source)
 
 
 def sort_key(name: str, unit: str = "") -> tuple[int, int, str]:

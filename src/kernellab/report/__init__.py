@@ -45,19 +45,35 @@ def fmt_delta(metric: dict, variant: str) -> str:
     return text
 
 
+def targets(report: dict) -> list[str]:
+    """Each distinct target the runs were measured on, as one line."""
+    seen: dict[str, None] = {}
+    for v in report["variants"]:
+        for r in v["runs"]:
+            t = r.get("target")
+            if t:
+                details = ", ".join(f"{k} {val}" for k, val in t.get("details", {}).items())
+                seen.setdefault(f"{t['label']} ({details})" if details else t["label"], None)
+    return list(seen) or ["none (build only)"]
+
+
 def header_lines(report: dict) -> list[str]:
     m = report["machine"]
     runs = ", ".join(f"{name} {n}" for name, n in report["runs_per_variant"].items())
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
              f"mode: {report['mode']} ({report['mode_note']})",
              f"runs: {runs}; statistics: {report['statistics']}",
-             f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}, {m['qemu']}"]
+             f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}",
+             *(f"target: {t}" for t in targets(report))]
     for v in report["variants"]:
         b = v["build"]
         lines.append(f"variant {v['name']}: {v['source']} ({v['source_version']}) {v['arch']} "
                      f"base={v['base']} fragments={'+'.join(v['fragments'] + v['options']) or '-'} "
                      f"config {v['config_hash'][:12]}; built -j{b['jobs']} with {b['compiler']}"
                      + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
+        boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
+        if boot:
+            lines.append(f"  boot parameters and sysctls: {' '.join(boot)}")
         if v.get("build_only"):
             lines.append(f"  {v['build_only_note']} (build and size rows only)")
         for d in v["dropped_options"]:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+from .. import modes
 from ..measure.catalog import describe
 from . import fmt_value
-
-MODE_WORDS = {"icount": "icount mode (QEMU TCG, guest time counts instructions; exact, not a hardware figure)",
-              "wall": "wall mode (QEMU TCG, host time; emulated and noisy, not a hardware figure)"}
 
 
 def bisect_text(r: dict) -> str:
     unit = r["unit"]
     total = r["bad"] - r["good"]
-    lines = [f"bisect on {r['metric']} ({unit}), {MODE_WORDS[r['mode']]}",
+    lines = [f"bisect on {r['metric']} ({unit}), {modes.get(r['mode']).summary}",
              f"good {fmt_value(r['good'], unit)}, bad {fmt_value(r['bad'], unit)}: "
              f"{_pct(total, r['good'])} over {r['candidates']} differing option(s)"]
     if not r["culprits"]:
@@ -39,7 +37,7 @@ def bisect_text(r: dict) -> str:
 
 
 def sweep_text(r: dict) -> str:
-    lines = [f"sweep over {len(r['flips'])} option(s), {MODE_WORDS[r['mode']]}"]
+    lines = [f"sweep over {len(r['flips'])} option(s), {modes.get(r['mode']).summary}"]
     for metric in r["metrics"]:
         unit = describe(metric, "").unit
         lines.append(f"\n{metric} ({unit}), baseline {fmt_value(r['baseline'][metric], unit)}; ranked by effect:")

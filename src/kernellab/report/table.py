@@ -34,11 +34,11 @@ def table_text(report: dict, show_all: bool = False) -> str:
     console = Console(record=True, width=160)
     with console.capture() as capture:
         for line in header_lines(report):
-            console.print(line, highlight=False, markup=False)
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print(table)
         for line in footer_lines(report):
-            console.print(line, highlight=False, markup=False)
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         text = summary(report)
         if text:
-            console.print(text, highlight=False, markup=False)
+            console.print(text, highlight=False, markup=False, soft_wrap=True)
     return capture.get()

@@ -1,78 +1,169 @@
-"""Boot a kernel under QEMU (TCG) and read its console as it arrives.
+"""QEMU (TCG) as a target: start a kernel, hand back its serial console as it arrives.
 
-Timing modes:
+Timing modes (see modes.toml):
   icount  `-icount shift=0,sleep=off`: guest time follows the instruction count
           (1 instruction = 1 ns of guest time), so reruns give identical numbers
           whatever the host is doing. A proxy for CPU work, blind to caches and memory.
   wall    guest time is host time: noisy, needs repetitions and statistics.
-Neither is a hardware figure: reports say which mode produced each number.
+Neither is a hardware figure: every run records this target's description.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import select
 import shutil
 import subprocess
+import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
+from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
-from ..measure.console import ConsoleLine, is_panic
-from ..measure.records import Record, RecordStream
+from ..measure.console import ConsoleLine
+from ..packages import install_hint
+from . import Capabilities, Exit, TargetInfo
 
-MODES = ("icount", "wall")
 # The default; a profile whose machine needs other arguments says so (icount_args).
 # -seed: what QEMU hands the guest as randomness (the s390x TRNG instruction, the `virt`
 # machine's rng-seed and kaslr-seed) comes from a fixed-seed generator, not the host's:
 # random layouts and hash seeds would change the instruction counts run to run.
 ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm",
                "-seed", "1")
-# After the agent's last record, QEMU should exit by itself (-no-reboot); after a panic,
-# let the backtrace reach the log before stopping it.
-EXIT_GRACE_S = 5.0
-PANIC_GRACE_S = 1.0
-# The kernel's last words on the agent's reboot (kernel/reboot.c). Some machines ignore
-# the reset request (QEMU 7.2's bamboo keeps running after the 440 kernel's DBCR0 system
-# reset), and QEMU would spin until the grace ran out: after this line there is nothing
-# left to read.
-FINAL_LINE = re.compile(r"^reboot: (Restarting system|Power down|System halted)")
+SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
 
 
-@dataclass
-class BootResult:
-    status: str            # ok | panic | timeout | incomplete
-    reason: str
-    command: list[str]
-    lines: list[ConsoleLine] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    stderr: str = ""
+class QemuTarget:
+    name = "qemu"
+
+    def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB):
+        self.profile = profile
+        self.machine = profile.require_machine()
+        self.scratch_mib = scratch_mib
+        self.capabilities = Capabilities(boots_kernels=True, measures_running=False,
+                                         deterministic=True)
+
+    def describe(self, mode: str) -> TargetInfo:
+        args = list(self.machine.args)
+        details = {"accelerator": "tcg", "arch": self.profile.name,
+                   "machine": _arg_after(args, "-machine") or _arg_after(args, "-M") or "default",
+                   "cpu": _arg_after(args, "-cpu") or "the machine's default",
+                   "emulator": qemu_version(self.machine.binary)}
+        return TargetInfo(f"QEMU TCG {mode}", details)
+
+    def command(self, kernel: Path, initramfs: Path | None, cmdline: str, mode: str,
+                scratch: Path | None = None) -> list[str]:
+        modes.get(mode)
+        machine = self.machine
+        words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
+                 cmdline]
+        argv = [machine.binary, *machine.args, "-accel", "tcg",
+                "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+                "-no-reboot", "-kernel", str(kernel), "-append", " ".join(w for w in words if w)]
+        if initramfs is not None:
+            argv += ["-initrd", str(initramfs)]
+        if scratch is not None:
+            argv += [a.replace("{path}", str(scratch)) for a in machine.disk_args]
+        if mode == "icount":
+            argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
+        return argv
+
+    @contextmanager
+    def start(self, kernel: Path | None, initramfs: Path | None, cmdline: str, mode: str,
+              timeout_s: float) -> Iterator[QemuConsole]:
+        if kernel is None:
+            raise LabError("the qemu target boots a kernel kernellab built; it has no running kernel to measure")
+        if shutil.which(self.machine.binary) is None:
+            raise LabError(f"{self.machine.binary} not found: {install_hint(self.machine.binary)}")
+        with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
+            # No disk in icount mode: its I/O completes in host time, so its interrupts would
+            # land at instruction counts that differ run to run and end the determinism.
+            # The block metrics mean nothing under icount anyway.
+            scratch = None
+            if self.scratch_mib and not modes.get(mode).deterministic and self.machine.disk_args:
+                scratch = scratch_disk(Path(tmp), self.scratch_mib)
+            console = QemuConsole(self.command(kernel, initramfs, cmdline, mode, scratch), timeout_s)
+            try:
+                yield console
+            finally:
+                console.close()
+
+
+class QemuConsole:
+    """QEMU's serial console on stdout, read line by line with host timestamps."""
+
+    def __init__(self, command: list[str], timeout_s: float):
+        self.command = command
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout_s
+        self.stop_at = self.deadline
+        self._exit: Exit | None = None
+        self._stderr: list[bytes] = []
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+
+    def stop_in(self, seconds: float) -> None:
+        self.stop_at = min(self.stop_at, time.monotonic() + seconds)
+
+    def lines(self) -> Iterator[ConsoleLine]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        out, err = self.proc.stdout.fileno(), self.proc.stderr.fileno()
+        fds = [out, err]
+        pending, pending_t = b"", 0.0
+        while fds:
+            now = time.monotonic()
+            if now >= self.stop_at:
+                break
+            ready, _, _ = select.select(fds, [], [], min(0.2, self.stop_at - now))
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                arrived = time.monotonic() - self.start
+                if not chunk:
+                    fds.remove(fd)
+                    continue
+                if fd == err:
+                    self._stderr.append(chunk)
+                    continue
+                if not pending:
+                    pending_t = arrived
+                pending += chunk
+                while b"\n" in pending:
+                    raw, pending = pending.split(b"\n", 1)
+                    line = ConsoleLine(pending_t, _text(raw))
+                    pending_t = arrived
+                    yield line
+                    if time.monotonic() >= self.stop_at:
+                        break
+        if _text(pending):  # a last line without its newline; a lone "\r" is no line
+            yield ConsoleLine(pending_t, _text(pending))
+        self._finish(timed_out=time.monotonic() >= self.deadline)
 
     @property
-    def console_log(self) -> str:
-        return "".join(f"[host {l.host_s:9.6f}] {l.text}\n" for l in self.lines)
+    def exit(self) -> Exit:
+        if self._exit is None:
+            self._finish(timed_out=False)
+        assert self._exit is not None
+        return self._exit
 
+    def _finish(self, timed_out: bool) -> None:
+        if self._exit is not None:
+            return
+        stopped = self.proc.poll() is None
+        if stopped:
+            self.proc.kill()
+        self.proc.wait()
+        assert self.proc.stderr is not None
+        rest = self.proc.stderr.read() or b""
+        stderr = (b"".join(self._stderr) + rest).decode("utf-8", "replace")
+        self._exit = Exit(None if stopped else self.proc.returncode, timed_out and stopped, stderr,
+                          time.monotonic() - self.start)
 
-def command(profile: ArchProfile, image: Path, initrd: Path, mode: str,
-            cmdline_extra: str = "", scratch: Path | None = None) -> list[str]:
-    if mode not in MODES:
-        raise LabError(f"unknown timing mode {mode!r}: use one of {', '.join(MODES)}")
-    machine = profile.require_machine()
-    words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7", cmdline_extra]
-    cmdline = " ".join(w for w in words if w)
-    argv = [machine.binary, *machine.args, "-accel", "tcg",
-            "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
-            "-no-reboot", "-kernel", str(image), "-initrd", str(initrd), "-append", cmdline]
-    if scratch is not None:
-        argv += [a.replace("{path}", str(scratch)) for a in machine.disk_args]
-    if mode == "icount":
-        argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
-    return argv
+    def close(self) -> None:
+        self._finish(timed_out=False)
 
 
 def scratch_disk(directory: Path, mib: int) -> Path:
@@ -83,85 +174,20 @@ def scratch_disk(directory: Path, mib: int) -> Path:
     return path
 
 
-def boot(profile: ArchProfile, image: Path, initrd: Path, mode: str, timeout_s: float,
-         cmdline_extra: str = "", on_record=None, on_line=None, scratch: Path | None = None) -> BootResult:
-    argv = command(profile, image, initrd, mode, cmdline_extra, scratch)
-    if shutil.which(argv[0]) is None:
-        raise LabError(f"{argv[0]} not found: run `apt-get install -y {profile.require_machine().package}`")
-    result = BootResult("incomplete", "", argv)
-    stream = RecordStream()
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    stop_at = start + timeout_s
-    pending = b""
-    pending_t = 0.0
-    rebooted = False  # the kernel said its last words (FINAL_LINE)
-    stderr_chunks: list[bytes] = []
-    try:
-        fds = [proc.stdout.fileno(), proc.stderr.fileno()]
-        while fds:
-            now = time.monotonic()
-            if now >= stop_at:
-                if result.status == "incomplete" and not rebooted:
-                    result.status, result.reason = "timeout", f"no end record after {timeout_s:.0f} s; killed"
-                break
-            ready, _, _ = select.select(fds, [], [], min(0.2, stop_at - now))
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                arrived = time.monotonic() - start
-                if not chunk:
-                    fds.remove(fd)
-                    continue
-                if fd == proc.stderr.fileno():
-                    stderr_chunks.append(chunk)
-                    continue
-                if not pending:
-                    pending_t = arrived
-                pending += chunk
-                while b"\n" in pending:
-                    raw, pending = pending.split(b"\n", 1)
-                    line = ConsoleLine(pending_t, _text(raw))
-                    pending_t = arrived
-                    _take(line, result, stream, on_record, on_line)
-                    if result.status == "panic" and stop_at > time.monotonic() + PANIC_GRACE_S:
-                        stop_at = time.monotonic() + PANIC_GRACE_S
-                    if stream.ended and result.status == "incomplete":
-                        result.status = "ok"
-                        stop_at = time.monotonic() + EXIT_GRACE_S
-                    if FINAL_LINE.match(line.message):
-                        rebooted, stop_at = True, time.monotonic()
-        if _text(pending):  # a last line without its newline; a lone "\r" is no line
-            _take(ConsoleLine(pending_t, _text(pending)), result, stream, on_record, on_line)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        result.stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
-    result.wall_s = time.monotonic() - start
-    result.records, result.rejected = stream.records, stream.rejected
-    if result.status == "incomplete" and rebooted:
-        result.reason = "the guest rebooted before the agent finished"
-    elif result.status == "incomplete":
-        last_err = result.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        result.reason = f"QEMU exited before the agent finished ({last_err[0]})"
-    elif result.status == "ok" and stream.rejected:
-        result.reason = f"{len(stream.rejected)} damaged record(s) rejected"
-    return result
+@cache
+def qemu_version(binary: str) -> str:
+    path = shutil.which(binary)
+    if not path:
+        return "not installed"
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0] if out else "unknown"
+
+
+def _arg_after(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
 def _text(raw: bytes) -> str:
     """A console line without its carriage returns: serial drivers end lines with "\r\n",
     some early ones (powermac's udbg_scc) with "\n\r", which leaves the "\r" in front."""
     return raw.decode("utf-8", "replace").strip("\r")
-
-
-def _take(line: ConsoleLine, result: BootResult, stream: RecordStream, on_record, on_line) -> None:
-    result.lines.append(line)
-    if on_line:
-        on_line(line)
-    if is_panic(line.text) and result.status == "incomplete":
-        result.status, result.reason = "panic", line.message.strip()
-    record = stream.feed(line.text)
-    if record is not None and on_record:
-        on_record(record)

@@ -1,0 +1,182 @@
+"""One measurement session: read a booted kernel's console and turn it into what the lab
+stores. Agent records become samples, "not available" notices and facts about the run;
+the console itself gives the boot milestones, the "Memory:" line and initcall times; and
+the session decides the verdict: ok, panic, timeout, incomplete, coarse-clock, or
+damaged records.
+
+The session tells the console when it has heard enough (the agent's end record, a
+panic's backtrace, the kernel's last words), and hands every sample to its sink the
+moment it is read, so that whatever stops the boot loses nothing already measured.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..agent.version import check_hello
+from ..errors import LabError
+from ..targets import Console, Exit
+from .catalog import describe
+from .console import ConsoleLine, initcalls, is_panic, memory_line, milestones
+from .records import Record, RecordStream
+
+# After the agent's last record the kernel powers off by itself; after a panic, let the
+# backtrace reach the log before stopping.
+EXIT_GRACE_S = 5.0
+PANIC_GRACE_S = 1.0
+# The kernel's last words on the agent's reboot (kernel/reboot.c). Some machines ignore
+# the reset request (QEMU 7.2's bamboo keeps running after the 440 kernel's DBCR0 system
+# reset), and would spin until the grace ran out: after this line there is nothing left
+# to read.
+FINAL_LINE = re.compile(r"^reboot: (Restarting system|Power down|System halted)")
+# A guest clock that ticks in jiffies cannot time a 2 ms interval.
+COARSE_CLOCKSOURCES = ("jiffies", "refined-jiffies")
+# The kernel's word when a sysctl.KEY=VALUE boot parameter did not take (fs/proc/proc_sysctl.c).
+SYSCTL_FAILED = re.compile(r"Failed to set sysctl parameter '([^']*)'")
+
+STATUSES = ("ok", "panic", "timeout", "incomplete", "coarse-clock", "damaged", "bad-sysctl",
+            "agent-mismatch", "interrupted")
+
+
+@dataclass(frozen=True)
+class Sample:
+    metric: str
+    unit: str
+    rep: int
+    iters: int
+    value: float
+    seq: int | None = None  # the agent record's sequence number; None for console metrics
+
+
+class Sink(Protocol):
+    """Where a session puts what it reads, as it reads it (the lab's store)."""
+    def sample(self, sample: Sample) -> None: ...
+    def unavailable(self, metric: str, reason: str) -> None: ...
+
+
+@dataclass
+class SessionResult:
+    status: str
+    reason: str
+    lines: list[ConsoleLine] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    agent_version: int | None = None
+    clocksource: str | None = None
+    samples: int = 0
+    exit: Exit | None = None
+
+    @property
+    def console_log(self) -> str:
+        return "".join(f"[host {line.host_s:9.6f}] {line.text}\n" for line in self.lines)
+
+
+class Session:
+    def __init__(self, sink: Sink, on_line=None):
+        self.sink = sink
+        self.on_line = on_line
+        self.stream = RecordStream()
+        self.result = SessionResult("incomplete", "")
+        self.rebooted = False
+
+    def read(self, console: Console) -> SessionResult:
+        """Reads the console to its end. A KeyboardInterrupt passes through: what was read
+        before it is already in the sink."""
+        r = self.result
+        for line in console.lines():
+            self._take(line, console)
+        r.exit = console.exit
+        r.records, r.rejected = self.stream.records, self.stream.rejected
+        self._verdict(console.exit)
+        for sample in console_samples(r.lines):
+            self.sink.sample(sample)
+        return r
+
+    def _take(self, line: ConsoleLine, console: Console) -> None:
+        r = self.result
+        r.lines.append(line)
+        if self.on_line:
+            self.on_line(line)
+        if FINAL_LINE.match(line.message):
+            self.rebooted = True
+            console.stop_in(0)
+        if r.status != "incomplete":
+            return  # the verdict is in (a panic's backtrace is still being logged)
+        if is_panic(line.text):
+            r.status, r.reason = "panic", line.message.strip()
+            console.stop_in(PANIC_GRACE_S)
+            return
+        failed = SYSCTL_FAILED.search(line.text)
+        if failed:
+            r.status = "bad-sysctl"
+            r.reason = (f"the kernel did not set sysctl {failed.group(1)}: {line.message.strip()}; "
+                        "check the name and value in the variant")
+            console.stop_in(0)
+            return
+        record = self.stream.feed(line.text)
+        if record is None:
+            return
+        try:
+            self._record(record)
+        except LabError as exc:
+            r.status, r.reason = "agent-mismatch", str(exc)
+            console.stop_in(0)
+            return
+        if self.stream.ended:
+            r.status = "ok"
+            console.stop_in(EXIT_GRACE_S)
+
+    def _record(self, record: Record) -> None:
+        r, f = self.result, record.fields
+        if record.type == "hello":
+            check_hello(f)
+            r.agent_version = int(f["v"])
+        elif record.type == "meta" and f.get("key") == "clocksource":
+            r.clocksource = f.get("value", "")
+        elif record.type == "sample":
+            if r.clocksource in COARSE_CLOCKSOURCES and describe(f["metric"], f["unit"]).clock == "guest":
+                return  # a tick-resolution timing is not a measurement
+            self.sink.sample(Sample(f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
+                                    float(f["value"]), record.seq))
+            r.samples += 1
+        elif record.type == "na":
+            self.sink.unavailable(f.get("metric", "?"), f.get("reason", "not available"))
+
+    def _verdict(self, exit: Exit) -> None:
+        r = self.result
+        if r.status == "incomplete":
+            if exit.timed_out:
+                r.status, r.reason = "timeout", f"no end record after {exit.wall_s:.0f} s; killed"
+            elif self.rebooted:
+                r.reason = "the guest rebooted before the agent finished"
+            else:
+                last = exit.stderr.strip().splitlines()[-1:] or [f"exit code {exit.code}"]
+                r.reason = f"the kernel stopped before the agent finished ({last[0]})"
+        elif r.status == "ok" and r.clocksource in COARSE_CLOCKSOURCES:
+            r.status = "coarse-clock"
+            r.reason = (f"the guest kernel timed with the {r.clocksource} clocksource (tick resolution): "
+                        "its timings were discarded; give it a reference clock (e.g. CONFIG_ACPI for "
+                        "the HPET and PM timer on x86) or use --mode icount")
+        elif r.status == "ok" and self.stream.rejected:
+            r.status = "damaged"
+            r.reason = (f"damaged agent records ({len(self.stream.rejected)} problem(s), first: "
+                        f"{self.stream.rejected[0]}); the intact records were kept")
+
+
+def console_samples(lines: list[ConsoleLine]) -> list[Sample]:
+    """Boot milestones, the "Memory:" line and initcall times, read off the console."""
+    out = []
+    for m in milestones(lines):
+        out.append(Sample(f"boot.{m.name}.host", "s", 0, 1, m.host_s))
+        if m.printk_s is not None:
+            out.append(Sample(f"boot.{m.name}.printk", "s", 0, 1, m.printk_s))
+    for line in lines:
+        fields = memory_line(line.text)
+        if fields:
+            out += [Sample(f"mem.kernel.{key}", "KiB", 0, 1, kib) for key, kib in fields.items()]
+            break
+    for function, usecs in initcalls(lines).items():
+        out.append(Sample(f"boot.initcall.{function}", "us", 0, 1, usecs))
+    return out

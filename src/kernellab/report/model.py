@@ -1,0 +1,178 @@
+"""The comparison report as data: what the variants measured, side by side, with the
+statistics of each difference. Every view (table, Markdown, CSV, JSON) renders this.
+
+The report is versioned (FORMAT_VERSION, and the JSON Schema in report/schema.json):
+`kernellab show` refuses one it cannot read rather than misread it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import host, modes
+from ..arches import BUILD_ONLY_NOTE
+from ..errors import LabError
+from ..measure.catalog import describe, sort_key
+from ..stats import DETERMINISTIC_REASON, compare_all, summarize
+from ..store import Store
+
+# 2: format_version itself, boot parameters and sysctls, the target of each run.
+FORMAT_VERSION = 2
+ALPHA = 0.05
+
+
+@dataclass
+class VariantRecord:
+    """One variant of an experiment: prepared, built, and the runs it had."""
+    prepared: Any                 # experiments.lab.Prepared
+    build: Any = None             # build.Build
+    runs: list[Any] = field(default_factory=list)   # experiments.lab.RunOutcome
+
+
+def run_medians(per_run: Sequence[Sequence[float]]) -> list[float]:
+    """One number per run: the boot is the independent unit (see stats)."""
+    return [statistics.median(values) for values in per_run]
+
+
+def samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[float]]]]:
+    """metric -> (unit, samples of each run): build figures (one "run"), then the samples
+    of every run (failed runs included: what they measured before failing still counts).
+    Runs whose agent or run options differ are never pooled: that is an error."""
+    _check_poolable(r, store)
+    out = {name: (unit, [[value]]) for name, (unit, value) in r.build.figures().items()}
+    for outcome in r.runs:
+        this_run: dict[str, list[float]] = {}
+        for row in store.run_samples(outcome.run_id):
+            this_run.setdefault(row["metric"], []).append(row["value"])
+            out.setdefault(row["metric"], (row["unit"], []))
+        for metric, values in this_run.items():
+            out[metric][1].append(values)
+    return out
+
+
+def _check_poolable(r: VariantRecord, store: Store) -> None:
+    kinds = {}
+    for outcome in r.runs:
+        row = store.run(outcome.run_id)
+        if row is not None and row["agent_version"] is not None:
+            kinds.setdefault((row["agent_version"], row["options_key"]), []).append(outcome.run_id)
+    if len(kinds) > 1:
+        described = "; ".join(f"runs {', '.join(map(str, ids))}: agent record version {v}, options {o!r}"
+                              for (v, o), ids in kinds.items())
+        raise LabError(f"variant {r.prepared.spec.name}: its runs were measured differently and cannot "
+                       f"be pooled into one cell ({described}); compare them as separate variants")
+
+
+def not_available(r: VariantRecord, store: Store) -> dict[str, str]:
+    """metric -> why the variant could not measure it (the reason was derived when stored)."""
+    out: dict[str, str] = {}
+    for outcome in r.runs:
+        out.update(store.run_unavailable(outcome.run_id))
+    return out
+
+
+def build_report(name: str, description: str, records: list[VariantRecord], store: Store,
+                 mode: str) -> dict[str, Any]:
+    names = [r.prepared.spec.name for r in records]
+    measured = {r.prepared.spec.name: samples(r, store) for r in records}
+    missing = {r.prepared.spec.name: not_available(r, store) for r in records}
+    units: dict[str, str] = {}
+    for per_metric in measured.values():
+        for metric, (unit, _values) in per_metric.items():
+            units.setdefault(metric, unit)
+    for reasons in missing.values():
+        for metric in reasons:
+            units.setdefault(metric, describe(metric, "").unit)
+    metrics = []
+    for metric in sorted(units, key=lambda m: sort_key(m, units[m])):
+        info = describe(metric, units[metric])
+        values: dict[str, dict[str, Any]] = {}
+        for variant in names:
+            got = measured[variant].get(metric)
+            if got:
+                pooled = [v for run in got[1] for v in run]
+                s = summarize(pooled)
+                values[variant] = {"median": s.median, "n": s.n, "runs": len(got[1]), "samples": pooled,
+                                   "run_medians": run_medians(got[1]), "q1": s.q1, "q3": s.q3,
+                                   "min": s.low, "max": s.high}
+            elif metric in missing[variant]:
+                values[variant] = {"not_available": missing[variant][metric]}
+        metrics.append({"name": metric, "label": info.label, "unit": info.unit, "better": info.better,
+                        "group": info.group, "clock": info.clock, "source": info.source,
+                        "valid_in_mode": info.valid_in(mode), "values": values, "delta_pct": {},
+                        "comparison": {}})
+    _compare(metrics, names, mode)
+    return {
+        "format_version": FORMAT_VERSION,
+        "experiment": name,
+        "description": description,
+        "mode": mode,
+        "mode_note": modes.get(mode).note,
+        "runs_per_variant": {r.prepared.spec.name: len(r.runs) for r in records},
+        "statistics": statistics_note(mode),
+        "machine": host.describe(),
+        "variants": [_variant_json(r, store) for r in records],
+        "metrics": metrics,
+    }
+
+
+def _compare(metrics: list[dict[str, Any]], names: list[str], mode: str) -> None:
+    """Fill each metric's delta_pct and comparison against the first variant. The
+    correction for many metrics runs over the family of metrics valid in this mode."""
+    ref = names[0]
+    for other in names[1:]:
+        pairs = {}
+        for m in metrics:
+            a, b = m["values"].get(ref, {}), m["values"].get(other, {})
+            if "samples" in a and "samples" in b and m["valid_in_mode"]:
+                pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
+        results = compare_all(pairs, alpha=ALPHA, deterministic=modes.get(mode).deterministic)
+        for m in metrics:
+            c = results.get(m["name"])
+            if c is not None:
+                m["delta_pct"][other] = c.delta_pct
+                m["comparison"][other] = c.to_dict()
+
+
+def statistics_note(mode: str) -> str:
+    if modes.get(mode).deterministic:
+        return DETERMINISTIC_REASON
+    return (f"cells: median of all samples; Δ: difference of the medians of per-run medians "
+            f"with its 95% bootstrap interval; * marks a change significant by Welch's t-test on "
+            f"the log of the per-run medians, Holm-adjusted p < {ALPHA} over the table's metrics")
+
+
+def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
+    p = r.prepared
+    runs = []
+    for o in r.runs:
+        row = store.run(o.run_id)
+        target = json.loads(row["target_info"]) if row is not None and row["target_info"] else None
+        runs.append({"id": o.run_id, "status": o.status, "reason": o.reason, "target": target,
+                     "agent_version": row["agent_version"] if row is not None else None,
+                     "clocksource": row["clocksource"] if row is not None else None})
+    return {"name": p.spec.name, "source": p.spec.source, "source_version": p.source.version,
+            "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,
+            "options": p.spec.options, "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls,
+            "config_hash": p.config.hash, "dropped_options": p.config.dropped,
+            "build": r.build.to_dict(), "build_only": p.profile.build_only,
+            **({"build_only_note": BUILD_ONLY_NOTE} if p.profile.build_only else {}),
+            "runs": runs}
+
+
+def check_readable(report: Any, origin: str) -> dict[str, Any]:
+    """A report this kernellab can render, or a one-line LabError saying why not."""
+    if not isinstance(report, dict) or "metrics" not in report:
+        raise LabError(f"{origin} is not a kernellab report: write one with "
+                       "`kernellab compare --format json -o FILE`")
+    version = report.get("format_version")
+    if version != FORMAT_VERSION:
+        said = "has no format_version (kernellab before 0.2)" if version is None else f"is format {version}"
+        raise LabError(f"{origin} {said}; this kernellab reads format {FORMAT_VERSION}: "
+                       "rerun the experiment (its builds and samples are in the store) or use the "
+                       "kernellab that wrote it")
+    return report
