@@ -120,7 +120,7 @@ STUDIES = {"debian": ("syscall.null", 5.0), "bystanders": ("proc.fork_exit", 10.
 def bad_settings(study: str, lean, store) -> tuple[str, dict[str, str]]:
     if study == "debian":
         return ("lab-minimal + Debian's debugging, hardening and mitigation choices",
-                reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"), store)))
+                reduced_debian(lean, lab.prepare(VariantSpec("debian", "debian"))))
     # The self-test's known answer, one copy: its bystanders are one new file each.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from test_attribution_integration import BYSTANDERS
@@ -141,12 +141,12 @@ def main() -> int:
 
     store = Store(root / "kernellab.sqlite")
     good = VariantSpec("lab-minimal", "lab-minimal")
-    lean = lab.prepare(good, store)
+    lean = lab.prepare(good)
     what, settings = bad_settings(args.study, lean, store)
     fragment = root / f"{args.study}.config"
     fragment.write_text(f"# {what}\n" + format_config(settings))
     bad = VariantSpec(args.study, "lab-minimal", [str(fragment)])
-    prepared = lab.prepare(bad, store)
+    prepared = lab.prepare(bad)
     print(f"cache {root}; BAD = {what}: {len(settings)} settings ({fragment}); "
           f"olddefconfig refused {len(prepared.config.dropped)}:", flush=True)
     for d in prepared.config.dropped:

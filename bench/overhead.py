@@ -49,9 +49,9 @@ def raw_commands(prepared, workdir: Path) -> float:
     subprocess.run(make + [f"-j{os.cpu_count()}", profile.build_target], check=True, stdout=subprocess.DEVNULL, env=env)
     initrd = agent_initramfs(agent_binary(profile.cc, profile.name))
     with tempfile.TemporaryDirectory() as tmp:
-        scratch = qemu.scratch_disk(Path(tmp), lab.SCRATCH_MIB)
-        return _boot_raw(qemu.command(profile, workdir / profile.boot_image, initrd, "icount",
-                                      scratch=scratch), start)
+        scratch = qemu.scratch_disk(Path(tmp), qemu.SCRATCH_MIB)
+        return _boot_raw(qemu.QemuTarget(profile).command(workdir / profile.boot_image, initrd, "", "icount",
+                                                          scratch=scratch), start)
 
 
 def _boot_raw(argv: list[str], start: float) -> float:
@@ -94,7 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         store = Store(tmp / "bench.sqlite")
-        prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"), store)
+        prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"))
         # The bench cache shares the extracted source tree, not builds or artifacts.
         cache = tmp / "cache"
         cache.mkdir()

@@ -24,7 +24,7 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minimal(store):
     """Debian 6.1, x86_64, lab-minimal: prepared and built."""
-    prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"), store)
+    prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"))
     return prepared, lab.ensure_built(prepared, store)
 
 

@@ -37,7 +37,7 @@ def variant(name, *options):
 
 
 def test_sweep_ranks_the_slow_option_first(minimal, store):
-    base = lab.prepare(variant("sweep-base"), store).config.values
+    base = lab.prepare(variant("sweep-base")).config.values
     flips = flips_from_toggles(base, ["CRC_CCITT", "SLUB_DEBUG_ON", "CRC64", "SLUB_STATS"])
     result = sweep(store, variant("sweep-base"), flips, [METRIC], "icount", log=lambda m: None)
     ranked = result.ranked(METRIC)

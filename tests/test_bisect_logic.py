@@ -138,3 +138,51 @@ def test_options_that_only_follow_others_are_not_culprits():
 def test_no_difference_no_culprit():
     result = bisect(FakeProber({}), options(8))
     assert result.culprits == [] and result.interaction is None and result.below_threshold == 0.0
+
+
+class NoisyProber(FakeProber):
+    """Wall mode: each run of a probe measures the kernel's value times seeded noise, so
+    verdicts need more runs before they are clear."""
+
+    def __init__(self, costs, noise_pct, seed=1, **kw):
+        super().__init__(costs, **kw)
+        self.noise, self.random = noise_pct / 100, __import__("random").Random(seed)
+        self.extra_runs = 0
+
+    def _one(self, probe):
+        exact = 1000.0 + sum(self.costs.get(o, 0.0) for o in probe.config)
+        return exact * (1 + self.random.gauss(0, self.noise))
+
+    def probe(self, label, settings, runs=1):
+        p = super().probe(label, settings)
+        p.runs[self.metric] = [self._one(p) for _ in range(runs)]
+        return p
+
+    def more_runs(self, probe, runs=1):
+        while len(probe.runs[self.metric]) < runs:
+            probe.runs[self.metric].append(self._one(probe))
+            self.boots += 1
+            self.extra_runs += 1
+
+
+def wall_bisect(prober, target, threshold=5.0):
+    return Bisector(prober, target, "proc.fork_exit", "wall", threshold_pct=threshold, log=lambda m: None).run()
+
+
+def test_wall_mode_reruns_noisy_probes_until_the_culprit_is_clear():
+    prober = NoisyProber({"CONFIG_OPT05": 300.0}, noise_pct=4.0)
+    result = wall_bisect(prober, options(8))
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT05"]
+    assert prober.extra_runs > 0  # three runs per probe were not always enough to tell
+    assert all(len(p.runs["proc.fork_exit"]) <= 8 for p in prober.probes)  # never past the cap
+    assert result.culprits[0].alone_on_good == pytest.approx(300.0, rel=0.25)
+
+
+def test_wall_mode_gives_up_at_the_cap_and_says_so():
+    """A 15% effect under 50% noise is not told apart in 8 runs: no culprit is named,
+    and the report says why rather than pretending there is no difference."""
+    prober = NoisyProber({"CONFIG_OPT01": 150.0}, noise_pct=50.0, seed=1)
+    result = wall_bisect(prober, options(4))
+    assert result.culprits == []
+    assert any("unclear after 8 runs" in a for a in result.adjustments)
+    assert [len(p.runs["proc.fork_exit"]) for p in prober.probes] == [8, 8]

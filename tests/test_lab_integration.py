@@ -6,6 +6,9 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
+import jsonschema
 import pytest
 
 from conftest import kernellab
@@ -100,7 +103,7 @@ def test_killed_command_marks_the_run_interrupted_and_keeps_its_samples(minimal,
 def test_option_with_unmet_dependencies_is_reported_dropped(tmp_path):
     # EXT4_FS_SECURITY depends on EXT4_FS, USB_STORAGE on USB and SCSI: lab-minimal has none.
     result = kernellab("resolve", "x=lab-minimal+CONFIG_EXT4_FS_SECURITY=y+CONFIG_USB_STORAGE=y+CONFIG_HZ_1000=y",
-                       store_path=tmp_path / "s.sqlite")
+                       "--format", "json", store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     dropped = {d["option"]: d for d in json.loads(result.stdout)["dropped_options"]}
     assert set(dropped) == {"CONFIG_EXT4_FS_SECURITY", "CONFIG_USB_STORAGE"}
@@ -113,7 +116,11 @@ def test_compare_json_report(minimal, tmp_path):
                        store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    jsonschema.validate(report, json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text()))
     assert report["mode"] == "icount" and "not hardware" in report["mode_note"]
+    (run,) = report["variants"][0]["runs"]
+    assert run["target"]["label"] == "QEMU TCG icount" and run["target"]["details"]["cpu"] == "qemu64"
+    assert run["agent_version"] == 1 and run["clocksource"] == "tsc"
     (variant,) = report["variants"]
     assert variant["source"] == "debian:6.1" and variant["arch"] == "x86_64"
     assert variant["config_hash"] == minimal[0].config.hash and variant["dropped_options"] == []
@@ -179,3 +186,22 @@ def test_timings_from_a_tick_resolution_clock_are_refused(minimal, store, tmp_pa
     assert outcome.status == "coarse-clock" and "refined-jiffies" in outcome.reason
     got = store.run_metrics(outcome.run_id)
     assert "syscall.null" not in got and got["mem.alloc_max"] == [231.0]
+
+
+def test_sysctls_reach_the_kernel_and_a_refused_one_stops_the_run(minimal, store):
+    """Boot parameters and sysctls are the variant's: the kernel sets `sysctl.KEY=VALUE`
+    before init, and says so when it cannot; the run says it too."""
+    from kernellab.experiments import compare
+    from kernellab.experiments.spec import Experiment
+
+    exp = Experiment("sysctls", [parse_short("swappy=lab-minimal+sysctl:vm.swappiness=10+boot:noapictimer"),
+                                 parse_short("typo=lab-minimal+sysctl:vm.swapiness=10")])
+    how = compare.Plan("icount", 1, 1, lab.RunOptions("icount", timeout_s=300, cmdline_extra="KL_ONLY=syscall.null"))
+    report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
+    runs = {v["name"]: v["runs"][0] for v in report["variants"]}
+    assert runs["swappy"]["status"] == "ok"
+    assert runs["typo"]["status"] == "bad-sysctl" and "vm.swapiness" in runs["typo"]["reason"]
+    assert len(failures) == 1 and "typo" in failures[0]
+    command = store.db.execute("SELECT command, options_key FROM runs WHERE id=?", (runs["swappy"]["id"],)).fetchone()
+    assert "noapictimer sysctl.vm.swappiness=10 KL_ONLY=syscall.null" in command[0]
+    assert command[1].endswith("noapictimer sysctl.vm.swappiness=10 KL_ONLY=syscall.null")

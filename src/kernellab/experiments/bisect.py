@@ -86,7 +86,7 @@ class Bisector:
             raise LabError(f"--threshold must be a positive percentage, got {threshold_pct:g}")
         good_p, bad_p = lab.prepare(good), lab.prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
-        prober = Prober(store, good, good_p.config.text, [metric], mode, log=log)
+        prober = Prober(store, good, good_p.config.text, [metric], mode)
         return cls(prober, target, metric, mode, threshold_pct, log)
 
     def run(self) -> BisectResult:
@@ -109,7 +109,7 @@ class Bisector:
         below, interaction = total, None
         if self.culprits:
             rest = removed[0] if len(removed) == 1 else self._probe(
-                "without-culprits", self._without({o for c in self.culprits for o in c.option.split("+")}))
+                "without-culprits", self._without({c.option for c in self.culprits}))
             below = rest.value(self.metric) - good.value(self.metric)
             if all(c.alone_on_good is not None for c in self.culprits):
                 interaction = total - below - sum(c.alone_on_good for c in self.culprits)
@@ -166,14 +166,14 @@ class Bisector:
 
     def _contributions(self, culprit: Culprit, good: Probe, bad: Probe) -> Probe:
         """Measure the culprit alone on GOOD and removed from BAD; the latter probe."""
-        options = culprit.option.split("+")
-        alone = self._probe(f"alone:{culprit.option}", {o: self.target[o] for o in options})
-        if all(self._applied(alone, o) for o in options):
+        option = culprit.option
+        alone = self._probe(f"alone:{option}", {option: self.target[option]})
+        if self._applied(alone, option):
             culprit.alone_on_good = alone.value(self.metric) - good.value(self.metric)
         else:
             culprit.notes.append("cannot be set alone on GOOD: " +
                                  "; ".join(f"asked {d['option']}={d['asked']}, got {d['got']}" for d in alone.dropped))
-        removed = self._probe(f"without:{culprit.option}", self._without(set(options)))
+        removed = self._probe(f"without:{option}", self._without({option}))
         culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
         return removed
 

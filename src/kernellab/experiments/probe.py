@@ -41,7 +41,6 @@ class Prober:
     metrics: list[str]
     mode: str = modes.DEFAULT
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
-    log: object = print
     builds: int = 0
     boots: int = 0
     probes: list[Probe] = field(default_factory=list)

@@ -94,7 +94,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
     prepared = lab.prepare(base)
-    prober = Prober(store, base, prepared.config.text, metrics, mode, log=log)
+    prober = Prober(store, base, prepared.config.text, metrics, mode)
     runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)
     costs = rebuild_cost(build_tree(prepared.source, prepared.profile, prepared.toolchain), list(flips))

@@ -28,12 +28,13 @@ A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``
 from __future__ import annotations
 
 import re
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from .. import datafile
 from ..errors import LabError
 
 PROFILES = ("throughput-server", "latency", "embedded-small", "virtual-guest", "storage")
@@ -46,8 +47,34 @@ _OPTION = re.compile(r"CONFIG_[A-Z0-9_]+")
 # y/n/m, a decimal or hex number, or a string with its double quotes, as .config writes them.
 _VALUE = re.compile(r'[ynm]|-?[0-9]+|0x[0-9a-fA-F]+|"([^"\\]|\\.)*"')
 _TEXT_FIELDS = ("id", "title", "category", "rationale", "metric", "expected_change")
-_RULE_KEYS = set(_TEXT_FIELDS) | {"expect", "evidence"}
-_EVIDENCE_KEYS = {"source", "figure", "verified", "note"}
+
+
+# The schema of a rule file, for the strict loader (kernellab.datafile): which keys a
+# [[rule]] and a [[rule.evidence]] may have, and their types. What the values must say
+# (ids, profiles, option names and values, metrics) is checked below.
+@dataclass(frozen=True)
+class _EvidenceTable:
+    source: str
+    figure: str
+    verified: bool | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _RuleTable:
+    id: str
+    title: str
+    category: str
+    rationale: str
+    metric: str
+    expected_change: str
+    expect: dict[str, Any]
+    evidence: list[_EvidenceTable] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _RuleFile:
+    rule: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -135,47 +162,34 @@ def _load_file(path: Path, metrics: set[str]) -> list[Rule]:
     if path.stem not in CATEGORIES:
         raise LabError(f"{name}: unknown category {path.stem!r} (file name must be one of: "
                        f"{', '.join(CATEGORIES)})")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise LabError(f"{name}: not valid TOML: {e}") from None
-    extra = set(data) - {"rule"}
-    if extra:
-        raise LabError(f"{name}: unexpected top-level keys {sorted(extra)}; only [[rule]] tables")
-    raw_rules = data.get("rule", [])
-    if not isinstance(raw_rules, list) or not raw_rules:
+    raw_rules = datafile.load(_RuleFile, datafile.read_toml(path, name), name).rule
+    if not raw_rules:
         raise LabError(f"{name}: no [[rule]] tables")
     return [_parse_rule(name, path.stem, i, raw, metrics) for i, raw in enumerate(raw_rules, 1)]
 
 
-def _parse_rule(name: str, category: str, index: int, raw: dict, metrics: set[str]) -> Rule:
+def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metrics: set[str]) -> Rule:
     rid = raw.get("id")
     label = rid if isinstance(rid, str) and rid else f"rule #{index}"
 
     def fail(what: str) -> LabError:
         return LabError(f"{name}: {label}: {what}")
 
+    table = datafile.load(_RuleTable, raw, f"{name}: {label}")
     for key in _TEXT_FIELDS:
-        if key not in raw:
-            raise fail(f"missing {key!r}")
-        if not isinstance(raw[key], str):
-            raise fail(f"{key!r} must be a string")
-        if key != "metric" and not raw[key].strip():
+        if key != "metric" and not getattr(table, key).strip():
             raise fail(f"{key!r} is empty")
-    unknown = set(raw) - _RULE_KEYS
-    if unknown:
-        raise fail(f"unknown keys {sorted(unknown)}")
-    if not _ID.fullmatch(rid):
+    if not _ID.fullmatch(table.id):
         raise fail("id must match [a-z0-9-]+")
-    if raw["category"] != category:
-        raise fail(f"unknown category {raw['category']!r}: a rule in {name} must have "
+    if table.category != category:
+        raise fail(f"unknown category {table.category!r}: a rule in {name} must have "
                    f"category {category!r}")
-    if raw["metric"] and raw["metric"] not in metrics:
-        raise fail(f"metric {raw['metric']!r} is not in the metric catalog (measure/metrics.toml)")
-    expect = _parse_expect(raw.get("expect"), fail)
-    evidence = _parse_evidence(raw.get("evidence"), fail)
-    return Rule(id=rid, title=raw["title"], category=category, rationale=raw["rationale"],
-                metric=raw["metric"], expected_change=raw["expected_change"],
+    if table.metric and table.metric not in metrics:
+        raise fail(f"metric {table.metric!r} is not in the metric catalog (measure/metrics.toml)")
+    expect = _parse_expect(table.expect, fail)
+    evidence = _parse_evidence(table.evidence, fail)
+    return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,
+                metric=table.metric, expected_change=table.expected_change,
                 expect=expect, evidence=evidence)
 
 
@@ -218,28 +232,13 @@ def _parse_table(key: str, value, fail) -> dict[str, tuple[str, ...]] | None:
     return table
 
 
-def _parse_evidence(raw, fail) -> tuple[Evidence, ...]:
+def _parse_evidence(raw: list[_EvidenceTable], fail) -> tuple[Evidence, ...]:
     if not raw:
         raise fail("missing evidence: at least one [[rule.evidence]] is required")
-    if not isinstance(raw, list):
-        raise fail("evidence must be an array of tables ([[rule.evidence]])")
-    items = []
     for i, ev in enumerate(raw, 1):
-        if not isinstance(ev, dict):
-            raise fail(f"evidence #{i} is not a table")
-        unknown = set(ev) - _EVIDENCE_KEYS
-        if unknown:
-            raise fail(f"evidence #{i}: unknown keys {sorted(unknown)}")
         for key in ("source", "figure"):
-            if not isinstance(ev.get(key), str) or not ev[key].strip():
+            if not getattr(ev, key).strip():
                 raise fail(f"evidence #{i}: missing or empty {key!r}")
-        verified = ev.get("verified")
-        if verified is not None and not isinstance(verified, bool):
-            raise fail(f"evidence #{i}: 'verified' must be true or false")
-        note = ev.get("note", "")
-        if not isinstance(note, str):
-            raise fail(f"evidence #{i}: 'note' must be a string")
-        if verified is False and not note.strip():
+        if ev.verified is False and not ev.note.strip():
             raise fail(f"evidence #{i}: verified = false needs a note saying what could not be checked")
-        items.append(Evidence(ev["source"], ev["figure"], verified, note))
-    return tuple(items)
+    return tuple(Evidence(ev.source, ev.figure, ev.verified, ev.note) for ev in raw)
