@@ -49,6 +49,7 @@ def audit_once(config: str, profile_name: str) -> dict[str, float]:
     from kernellab import arches, sources, toolchain
     from kernellab.config import audit, kconfig
     from kernellab.knowledge import rules_for
+    from kernellab.report import auditreport
     times["import"] = time.perf_counter() - START   # interpreter start-up included
     mark = time.perf_counter()
     profile = arches.load("x86_64")
@@ -61,7 +62,7 @@ def audit_once(config: str, profile_name: str) -> dict[str, float]:
     step("audit")
     audit.fragment(tree, report)
     step("fragment")
-    audit.render_table(report)
+    auditreport.render_table(report)
     step("render")
     return times
 

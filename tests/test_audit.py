@@ -13,6 +13,7 @@ from kernellab.config import audit, kconfig
 from kernellab.config.dotconfig import parse_settings
 from kernellab.config.resolve import resolve
 from kernellab.knowledge import PROFILES, Evidence, Rule, rules_for
+from kernellab.report import auditreport
 from test_kconfig import tiny_tree
 
 TREE = """
@@ -166,9 +167,30 @@ def test_rule_verdicts_and_totals(tree, base):
     totals = report.totals()
     assert totals["total"] == {"ok": 1, "change": 1, "n/a": 1}
     assert totals["memory"] == {"n/a": 1}
-    table = audit.render_table(report)
-    assert "rules per category" in table and "\ntotal " in table
+    assert auditreport.render_table(report) == textwrap.dedent(f"""\
+        audit of {base} for profile storage (Linux 6.99.0 x86_64)
 
+        rule        option                                   current  expected    verdict  reason
+        pti         CONFIG_PAGE_TABLE_ISOLATION                    y  y           ok
+        pti         CONFIG_MITIGATION_PAGE_TABLE_ISOLATION         -  y           n/a      CONFIG_MITIGATION_PAGE_TABLE_ISOLATION does not exist in Linux 6.99.0
+        lockdep-on  CONFIG_PROVE_LOCKING                           n  y           change   needs CONFIG_DEBUG_KERNEL=y too
+        lockdep-on  CONFIG_AUDIT                                   y  y           ok
+        arm-pages   CONFIG_ARM64_64K_PAGES                         -  y           n/a      CONFIG_ARM64_64K_PAGES is arch-specific: not defined for x86_64 in Linux 6.99.0
+
+        rules per category         ok  change     n/a   rules
+        debugging                   0       1       0       1
+        memory                      0       0       1       1
+        mitigations-hardening       1       0       0       1
+        total                       1       1       1       3
+        """)
+
+
+
+def test_a_profile_no_rule_audits(tree, base):
+    report = audit.audit(tree, [rule("skipped", {"CONFIG_AUDIT": ("y",)}, skip=("latency",))], "latency")
+    assert report.findings == []
+    assert auditreport.render_table(report) == (
+        f"audit of {base} for profile latency (Linux 6.99.0 x86_64)\n\nno rule audits this profile\n")
 
 def test_json_rows_carry_evidence_and_metric(tree, base):
     report = audit.audit(tree, [rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",)})], "latency")

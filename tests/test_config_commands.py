@@ -9,9 +9,10 @@ import textwrap
 import pytest
 
 from kernellab import arches, sources, toolchain
-from kernellab.config import diff, explain
+from kernellab.config import diff, explain, planner
 from kernellab.config.resolve import resolve
 from kernellab.errors import LabError
+from kernellab.report import configdiff, explanation
 from test_kconfig import tiny_tree
 
 TREE = """
@@ -105,7 +106,7 @@ def test_unmet_dependency_and_what_setting_it_takes(tree, tmp_path):
     assert [t.text for t in e.selects] == ["LOCKDEP"]
     assert [s.line() for s in e.to_y.settings()] == ["CONFIG_DEBUG_KERNEL=y", "CONFIG_PROVE_LOCKING=y"]
     assert e.locations[0].startswith("Kconfig:") and e.help == "Prove locking correctness."
-    text = explain.render(e)
+    text = explanation.render(e)
     assert "to set it to y:\n  DEBUG_KERNEL=y" in text and "now n" in text
 
 
@@ -134,9 +135,27 @@ def test_needs_are_a_tree_down_to_what_can_be_set(tree, tmp_path):
     assert json.dumps(explain.explain(tree, "USB_STORAGE").to_dict())
 
 
+def test_explanation_text(tree, tmp_path):
+    path = load(tree, tmp_path, "")
+    assert explanation.render(explain.explain(tree, "USB_STORAGE")) == textwrap.dedent(f"""\
+        CONFIG_USB_STORAGE=n    [tristate, in {path}]
+          "USB Mass Storage support"
+          menu: Device Drivers > USB support > Support for Host-side USB
+          defined at Kconfig:60
+        depends on:
+          SCSI                                                         = n
+          USB                                                          = n
+        to set it to y:
+          SCSI=y                                     now n
+            BLOCK=y                                  now n
+          USB=y                                      now n
+            USB_SUPPORT=y                            now n
+        """)
+
+
 def test_module_value_needs_modules(tree, tmp_path):
     load(tree, tmp_path, "CONFIG_BLOCK=y\nCONFIG_SCSI=y\nCONFIG_USB_SUPPORT=y\nCONFIG_USB=y\n")
-    need = explain.plan(tree, tree.symbol("USB_STORAGE"), "m")
+    need = planner.plan(tree, tree.symbol("USB_STORAGE"), "m")
     assert [s.line() for s in need.settings()] == ["CONFIG_MODULES=y", "CONFIG_USB_STORAGE=m"]
 
 
@@ -148,15 +167,15 @@ def test_what_cannot_be_met_says_why(tree, tmp_path, option, reason):
     load(tree, tmp_path, "")
     e = explain.explain(tree, option)
     assert e.to_y.reason() == reason and e.to_y.settings() is None
-    assert f"not possible in this tree: {reason}" in explain.render(e)
+    assert f"not possible in this tree: {reason}" in explanation.render(e)
 
 
 def test_turning_off_a_choice_member_is_the_users_call(tree, tmp_path):
     load(tree, tmp_path, "CONFIG_PREEMPT_VOLUNTARY=y\n")
-    need = explain.plan(tree, tree.symbol("PREEMPT_VOLUNTARY"), "n")
+    need = planner.plan(tree, tree.symbol("PREEMPT_VOLUNTARY"), "n")
     assert need.manual and need.settings() is None
     assert "select another option of the choice 'Preemption Model': PREEMPT_NONE, PREEMPT" in need.text
-    assert [s.line() for s in explain.plan(tree, tree.symbol("PREEMPT"), "y").settings()] == ["CONFIG_PREEMPT=y"]
+    assert [s.line() for s in planner.plan(tree, tree.symbol("PREEMPT"), "y").settings()] == ["CONFIG_PREEMPT=y"]
 
 
 # --- diff -------------------------------------------------------------------------------------
@@ -171,6 +190,34 @@ def test_categories_symbol_patterns_beat_menus():
     assert diff.categorize("E1000", ["Device Drivers", "Network device support"], cats) == "drivers"
     assert diff.categorize("LOCK_TORTURE_TEST", ["Kernel hacking", "Kernel Testing and Coverage"], cats) == "debugging"
     assert diff.categorize("CRYPTO_AES", ["Cryptographic API", "Block ciphers"], cats) == diff.OTHER
+
+
+@pytest.mark.parametrize("table, message", [
+    ('name = "debugging"\nsymbol = ["DEBUG_*"]\nmenus = []\n',
+     "categories.toml: category #1: unknown key 'symbol' (allowed: menus, name, symbols)"),
+    ('name = "debugging"\nsymbols = "DEBUG_*"\nmenus = []\n',
+     "categories.toml: category #1: symbols: expected a list, got a string 'DEBUG_*'"),
+    ('name = "debugging"\nsymbols = ["DEBUG_*", 7]\nmenus = []\n',
+     "categories.toml: category #1: symbols #2: expected a string, got an integer 7"),
+    ('name = "debugging"\nsymbols = ["DEBUG_*"]\n', "categories.toml: category #1: missing key 'menus'"),
+])
+def test_a_bad_categories_file_is_one_line_naming_the_key(tmp_path, table, message):
+    path = tmp_path / "categories.toml"
+    path.write_text(f"[[category]]\n{table}")
+    with pytest.raises(LabError) as exc:
+        diff.load_categories(path)
+    assert str(exc.value) == message
+
+
+def test_a_categories_file_loads_in_order(tmp_path):
+    path = tmp_path / "categories.toml"
+    path.write_text('[[category]]\nname = "a"\nsymbols = ["X_*"]\nmenus = []\n'
+                    '[[category]]\nname = "b"\nsymbols = []\nmenus = ["Menu B"]\n')
+    cats = diff.load_categories(path)
+    assert [c.name for c in cats] == ["a", "b"]
+    assert diff.categorize("X_ONE", ["Menu B"], cats) == "a"
+    assert diff.categorize("Y", ["Menu B", "Inner"], cats) == "b"
+    assert diff.categorize("Y", ["Elsewhere"], cats) == diff.OTHER
 
 
 def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
@@ -196,8 +243,35 @@ def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
     assert d.hidden == 1                                      # LOCKDEP, selected, no prompt
     assert "CONFIG_LOCKDEP" in {c.option for c in diff.diff(tree, str(a), str(b), derived=True)[0].changes}
     assert d.summary()["debugging"] == {"changed": 1, "only in A": 1}
-    table = diff.render_table(d)
-    assert "\nKernel hacking\n  CONFIG_DEBUG_KERNEL" in table and "\ntotal " in table
+    assert configdiff.render_table(d) == textwrap.dedent(f"""\
+        A: {a}
+        B: {b}
+        Linux 6.99.0 x86_64, both as olddefconfig resolves them; '-' marks an option a config does not have (its dependencies are unmet)
+
+        General setup > Preemption Model
+          CONFIG_PREEMPT_VOLUNTARY     y -> n     preemption and timers   Voluntary Kernel Preemption (Desktop)
+          CONFIG_PREEMPT               n -> y     preemption and timers   Preemptible Kernel (Low-Latency Desktop)
+
+        General setup
+          CONFIG_HZ                 1000 -> 250   preemption and timers   Timer frequency
+
+        Kernel hacking
+          CONFIG_DEBUG_KERNEL          y -> n     debugging               Kernel debugging
+          CONFIG_PROVE_LOCKING         y -> -     debugging               Lock debugging: prove locking correctness
+
+        Device Drivers
+          CONFIG_BLOCK                 y -> n     block and file systems  Enable the block layer
+
+        Device Drivers > Enable the block layer
+          CONFIG_SCSI                  y -> -     block and file systems  SCSI device support
+
+        category                  changed  only in A  only in B      all
+        block and file systems          1          1          0        2
+        debugging                       1          1          0        2
+        preemption and timers           3          0          0        3
+        total                           5          2          0        7
+        1 more options without a prompt differ as a consequence (--all shows them)
+        """)
     assert json.loads(json.dumps(d.to_dict()))["summary"]["block and file systems"] == {"changed": 1, "only in A": 1}
 
 
@@ -205,7 +279,8 @@ def test_identical_configs_have_no_difference(tree, tmp_path):
     a = tmp_path / "a.config"
     a.write_text("CONFIG_HZ=250\n")
     d, _ = diff.diff(tree, str(a), str(a))
-    assert d.changes == [] and "no differences" in diff.render_table(d)
+    assert d.changes == [] and configdiff.render_table(d) == (
+        f"no differences between {a} and {a} (Linux 6.99.0 x86_64, as olddefconfig resolves them)\n")
 
 
 # --- the command line on Debian's 6.1 tree ----------------------------------------------------

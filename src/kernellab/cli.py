@@ -21,6 +21,7 @@ from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
 from .report import attribution, render
+from .report import auditreport, configdiff, explanation
 from .report.model import check_readable
 from .store import Store
 
@@ -185,7 +186,7 @@ def cmd_config_diff(args) -> int:
     result, warnings = diff.diff(tree, args.a, args.b, derived=args.all)
     _warn(warnings)
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
-                     else diff.render_table(result))
+                     else configdiff.render_table(result))
     return 0
 
 
@@ -194,7 +195,7 @@ def cmd_config_explain(args) -> int:
     _warn(tree.load(args.config) if args.config else tree.load_defconfig())
     result = explain.explain(tree, args.symbol)
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
-                     else explain.render(result))
+                     else explanation.render(result))
     return 0
 
 
@@ -209,7 +210,7 @@ def cmd_audit(args) -> int:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
     sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n" if args.format == "json"
-                     else audit.render_table(report))
+                     else auditreport.render_table(report))
     return 0
 
 

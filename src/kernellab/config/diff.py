@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
 
 import kconfiglib
 
+from .. import datafile
 from .kconfig import BOOL_TRISTATE, KconfigTree, menus
 
 OTHER = "other"
+CATEGORIES = resources.files(__package__) / "categories.toml"
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,23 @@ class Category:
     menus: re.Pattern
 
 
-def load_categories() -> list[Category]:
-    data = tomllib.loads((resources.files(__package__) / "categories.toml").read_text())
-    return [Category(c["name"], _patterns(c["symbols"]), _patterns(c["menus"])) for c in data["category"]]
+# The schema of categories.toml, checked by datafile.load.
+@dataclass(frozen=True)
+class _CategoryTable:
+    name: str
+    symbols: list[str]
+    menus: list[str]
+
+
+@dataclass(frozen=True)
+class _File:
+    category: list[_CategoryTable]
+
+
+def load_categories(path: Path | Traversable = CATEGORIES) -> list[Category]:
+    """The categories of `path` (kernellab's categories.toml), in the file's order."""
+    tables = datafile.load(_File, datafile.read_toml(path, path.name), path.name).category
+    return [Category(c.name, _patterns(c.symbols), _patterns(c.menus)) for c in tables]
 
 
 def _patterns(globs: list[str]) -> re.Pattern:
@@ -114,42 +131,3 @@ def diff(tree: KconfigTree, a: str, b: str, derived: bool = False) -> tuple[Conf
 
 def _effective(sym: kconfiglib.Symbol, value: str | None) -> str | None:
     return "n" if value is None and sym.orig_type in BOOL_TRISTATE else value
-
-
-def render_table(d: ConfigDiff) -> str:
-    if not d.changes:
-        return (f"no differences between {d.a} and {d.b} ({d.where}, as olddefconfig resolves them)\n"
-                + _hidden_note(d))
-    lines = [f"A: {d.a}", f"B: {d.b}", f"{d.where}, both as olddefconfig resolves them; "
-             f"'-' marks an option a config does not have (its dependencies are unmet)"]
-    width = min(max(len(c.option) for c in d.changes), 36)
-    vwidth = min(max(len(v or "-") for c in d.changes for v in (c.a, c.b)), 12)
-    by_menu: dict[str, list[Change]] = {}
-    for c in d.changes:
-        by_menu.setdefault(c.menu, []).append(c)
-    for menu, changes in by_menu.items():
-        lines += ["", menu or "(top level)"]
-        lines += [f"  {c.option:<{width}}  {c.a or '-':>{vwidth}} -> {c.b or '-':<{vwidth}}  "
-                  f"{c.category:<22}  {c.prompt}".rstrip() for c in changes]
-    lines += ["", _summary_table(d)]
-    return "\n".join(lines) + _hidden_note(d)
-
-
-def _hidden_note(d: ConfigDiff) -> str:
-    if not d.hidden:
-        return ""
-    return f"{d.hidden} more options without a prompt differ as a consequence (--all shows them)\n"
-
-
-def _summary_table(d: ConfigDiff) -> str:
-    kinds = ("changed", "only in A", "only in B")
-    summary = d.summary()
-    width = max(len("category"), *(len(c) for c in summary))
-    rows = [f"{'category':<{width}}  " + "  ".join(f"{k:>9}" for k in kinds) + "      all"]
-    for cat, counts in summary.items():
-        rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts[k]:>9}" for k in kinds)
-                    + f"  {sum(counts.values()):>7}")
-    totals = sum(summary.values(), Counter())
-    rows.append(f"{'total':<{width}}  " + "  ".join(f"{totals[k]:>9}" for k in kinds)
-                + f"  {sum(totals.values()):>7}")
-    return "\n".join(rows) + "\n"
