@@ -9,6 +9,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from kernellab.agent.compile import agent_binary, cross_targets
+from kernellab.agent.version import check_hello
 from kernellab.measure.records import RecordStream
 
 TARGETS = cross_targets()
@@ -40,5 +41,6 @@ def test_agent_runs_under_qemu_user(arch):
     for line in out.splitlines():
         stream.feed(line)
     assert stream.complete, stream.rejected
+    check_hello(stream.records[0].fields)
     metrics = {r.fields.get("metric") for r in stream.records if r.type == "sample"}
     assert {"crypto.aes256cbc_user", "syscall.null"} <= metrics, [r for r in stream.records if r.type == "na"]

@@ -16,6 +16,7 @@ import zlib
 import pytest
 
 from kernellab.agent.compile import agent_binary
+from kernellab.agent.version import check_hello
 from kernellab.errors import LabError
 
 BLOCK = ("blk.seq_write_direct", "blk.seq_read_direct", "blk.seq_write_cached", "blk.seq_read_cached")
@@ -113,6 +114,7 @@ def test_framing(full_run):
     assert [int(r["seq"]) for r in full_run] == list(range(len(full_run)))
     hello, end = full_run[0], full_run[-1]
     assert hello["t"] == "hello"
+    check_hello(hello)  # the record version this kernellab reads
     assert hello["mode"] == "local"
     assert hello["repeats"] == "3" and hello["target_us"] == "200"
     assert hello["idle_ms"] == "50" and hello["block_dev"] == "none"
@@ -151,7 +153,7 @@ def test_idle_timer_and_total_come_from_the_same_windows(full_run):
     timer, total = samples(full_run, "irq.idle_timer"), samples(full_run, "irq.idle_total")
     assert [r["rep"] for r in timer] == [r["rep"] for r in total]
     # Timer lines are a subset of all lines, counted over the same interval.
-    assert all(float(t["value"]) <= float(a["value"]) for t, a in zip(timer, total))
+    assert all(float(t["value"]) <= float(a["value"]) for t, a in zip(timer, total, strict=True))
 
 
 def test_either_irq_metric_can_be_selected_alone(agent):

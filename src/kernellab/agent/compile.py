@@ -8,32 +8,51 @@ import subprocess
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from .. import paths
 from ..errors import LabError
 from ..proc import require_tool, run_checked
 
-SOURCE = Path(__file__).with_name("agent.c")
-CROSS = Path(__file__).with_name("cross.toml")
-# Static, because the initramfs holds the agent and nothing else.
+AGENT_DIR = Path(__file__).parent
+CROSS = AGENT_DIR / "cross.toml"
+# Static, because the initramfs holds the agent and nothing else.  No -flto: each source
+# is compiled on its own, and the helpers the timed loops call are static in the files that
+# use them (util.h), so GCC compiles those loops as it did when the agent was one file.
 FLAGS = ("-static", "-O2", "-Wall", "-Wextra")
 
 
+def sources(agent_dir: Path | None = None) -> list[Path]:
+    """Every C source and header of the agent, sorted by name: what the binary is built from."""
+    directory = AGENT_DIR if agent_dir is None else agent_dir
+    return sorted((p for p in directory.iterdir() if p.suffix in (".c", ".h") and p.is_file()),
+                  key=lambda p: p.name)
+
+
+def cache_key(compiler_version: str, files: list[Path]) -> str:
+    """A digest of the files (names and contents, in order), the compiler version and the flags."""
+    digest = hashlib.sha256()
+    parts = [part for f in files for part in (f.name.encode(), f.read_bytes())]
+    for part in (*parts, compiler_version.encode(), " ".join(FLAGS).encode()):
+        digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()[:16]
+
+
 def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
-    """Return the agent compiled by `cc`, compiling it only if source or compiler changed."""
+    """Return the agent compiled by `cc`, compiling it only if a source, header or the compiler changed."""
     require_tool(cc, _apt_package(cc))
     version = run_checked([cc, "--version"], f"{cc} --version").splitlines()[0]
-    digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), version.encode(), " ".join(FLAGS).encode()):
-        digest.update(len(part).to_bytes(8, "little") + part)
-    binary = paths.cache_dir("agent") / f"agent-{arch_id}-{digest.hexdigest()[:16]}"
+    files = sources()
+    binary = paths.cache_dir("agent") / f"agent-{arch_id}-{cache_key(version, files)}"
     if binary.exists():
         return binary
 
     # Compile beside the target and rename, so a reader never sees half a binary.
+    # One static binary from all the .c files; the headers are found beside them.
     with tempfile.TemporaryDirectory(dir=binary.parent, prefix=".build-") as tmp:
         output = Path(tmp) / "agent"
-        result = subprocess.run([cc, *FLAGS, "-o", str(output), str(SOURCE)], capture_output=True, text=True)
+        units = [str(f) for f in files if f.suffix == ".c"]
+        result = subprocess.run([cc, *FLAGS, "-o", str(output), *units], capture_output=True, text=True)
         if result.returncode != 0:
             raise LabError(f"compiling the agent with {cc} failed: {_first_error(result.stderr)}")
         os.replace(output, binary)
@@ -57,6 +76,6 @@ def _first_error(stderr: str) -> str:
     return lines[-1].strip() if lines else "no diagnostics"
 
 
-def cross_targets() -> dict[str, dict]:
+def cross_targets() -> dict[str, dict[str, Any]]:
     """arch -> {cc, packages, elf, qemu_user}: how the agent is built for each arch."""
     return tomllib.loads(CROSS.read_text())

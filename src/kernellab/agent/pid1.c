@@ -1,0 +1,171 @@
+/*
+ * PID-1 mode: booted as /init of an initramfs, the agent sets up the
+ * minimal userspace it needs (proc, sys, dev, a console, lo, a tmpfs to work
+ * in) and at the end reboots, which ends QEMU (the host runs it with
+ * -no-reboot).
+ */
+#define _GNU_SOURCE
+#define _FILE_OFFSET_BITS 64 /* 32-bit targets: offsets on disks over 2 GiB */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "pid1.h"
+#include "record.h"
+
+int pid1;
+
+void finish(int status)
+{
+	if (!pid1)
+		exit(status);
+	sync();
+	if (reboot(RB_AUTOBOOT) < 0)
+		warn("reboot: %s", strerror(errno));
+	if (reboot(RB_POWER_OFF) < 0)
+		warn("power off: %s", strerror(errno));
+	for (;;)
+		pause();
+}
+
+int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+	ssize_t n;
+
+	if (fd < 0) {
+		warn("open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = write(fd, text, strlen(text));
+	if (n < 0) {
+		warn("write %s: %s", path, strerror(errno));
+		ret = -1;
+	} else if ((size_t)n != strlen(text)) {
+		warn("write %s: short write", path);
+		ret = -1;
+	}
+	if (close(fd) < 0) {
+		warn("close %s: %s", path, strerror(errno));
+		ret = -1;
+	}
+	return ret;
+}
+
+static void make_dir(const char *path)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		warn("mkdir %s: %s", path, strerror(errno));
+}
+
+static void mount_fs(const char *type, const char *dir, unsigned long flags)
+{
+	make_dir(dir);
+	if (mount(type, dir, type, flags, NULL) < 0 && errno != EBUSY)
+		warn("mount %s on %s: %s", type, dir, strerror(errno));
+}
+
+/*
+ * The kernel opens the console for init only if the initramfs has a
+ * /dev/console node; get one from devtmpfs, or make it if that is missing.
+ */
+static void open_console(void)
+{
+	int fd = open("/dev/console", O_RDWR | O_NOCTTY);
+
+	if (fd < 0 && errno == ENOENT &&
+	    mknod("/dev/console", S_IFCHR | 0600, makedev(5, 1)) == 0)
+		fd = open("/dev/console", O_RDWR | O_NOCTTY);
+	if (fd < 0)
+		return; /* Nowhere to report it; the host sees no records. */
+	for (int i = 0; i < 3; i++)
+		if (fd != i && dup2(fd, i) < 0)
+			warn("dup2 console to fd %d: %s", i, strerror(errno));
+	if (fd > 2 && close(fd) < 0)
+		warn("close console: %s", strerror(errno));
+}
+
+/* The kernel leaves lo down; the TCP and UDP metrics need it. */
+static void bring_up_loopback(void)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return; /* no IPv4: the metrics that need it will say so */
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+		warn("SIOCGIFFLAGS lo: %s", strerror(errno));
+	} else {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+			warn("SIOCSIFFLAGS lo: %s", strerror(errno));
+	}
+	if (close(fd) < 0)
+		warn("close: %s", strerror(errno));
+}
+
+/*
+ * PID-1 mode's scratch disk: the first virtio disk, which the host attaches
+ * for nothing else (the root file system is the initramfs).
+ */
+const char *find_scratch_disk(void)
+{
+	static char path[16 + NAME_MAX];
+	char first[NAME_MAX + 1] = "";
+	DIR *dir = opendir("/sys/block");
+	struct dirent *e;
+
+	if (!dir) {
+		warn("opendir /sys/block: %s", strerror(errno));
+		return NULL;
+	}
+	errno = 0;
+	while ((e = readdir(dir)))
+		if (strncmp(e->d_name, "vd", 2) == 0 && (!first[0] || strcmp(e->d_name, first) < 0))
+			snprintf(first, sizeof(first), "%s", e->d_name);
+	if (errno)
+		warn("readdir /sys/block: %s", strerror(errno));
+	if (closedir(dir) < 0)
+		warn("closedir /sys/block: %s", strerror(errno));
+	if (!first[0])
+		return NULL;
+	snprintf(path, sizeof(path), "/dev/%s", first);
+	return path;
+}
+
+const char *init_system(void)
+{
+	/* Warnings before open_console() show only if the kernel found a console for us. */
+	mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	mount_fs("sysfs", "/sys", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	mount_fs("devtmpfs", "/dev", MS_NOSUID);
+	open_console();
+
+	/* The host waits for this line, with its printk timestamp, as a boot milestone. */
+	write_file("/dev/kmsg", AGENT_NAME ": ready\n");
+	/* Only emergencies (panics) may interleave with records from here on. */
+	write_file("/proc/sys/kernel/printk", "1");
+	bring_up_loopback();
+
+	if (mkdir("/tmp", 0755) < 0 && errno != EEXIST) {
+		warn("mkdir /tmp: %s; working in /", strerror(errno));
+		return "/";
+	}
+	/* rootfs would do as well; tmpfs just keeps the suite's files apart. */
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, NULL) < 0 &&
+	    errno != EBUSY)
+		warn("mount tmpfs on /tmp: %s; using rootfs", strerror(errno));
+	return "/tmp";
+}

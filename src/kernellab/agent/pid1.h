@@ -1,0 +1,23 @@
+/* PID-1 mode: the agent as /init of an initramfs (pid1.c). */
+#ifndef KL_PID1_H
+#define KL_PID1_H
+
+/* Whether the agent is init; otherwise it runs in local mode. */
+extern int pid1;
+
+/*
+ * Ends the run.  Init must never exit (the kernel would panic), so in PID-1
+ * mode this powers the VM down instead.
+ */
+void finish(int status) __attribute__((noreturn));
+/* Mounts, console and loopback for the suite; returns the work directory. */
+const char *init_system(void);
+/* PID-1 mode's scratch disk, or NULL. */
+const char *find_scratch_disk(void);
+/*
+ * Writes text to an existing file, such as a /proc setting.  Returns 0, or
+ * -1 after warning, so callers that carry on regardless may ignore it.
+ */
+int write_file(const char *path, const char *text);
+
+#endif
