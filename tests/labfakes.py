@@ -11,8 +11,8 @@ from kernellab import arches
 from kernellab.build import Build
 from kernellab.config.resolve import ResolvedConfig
 from kernellab.experiments import lab
-from kernellab.measure.console import ConsoleLine
-from kernellab.measure.records import frame
+from kernellab.guest.console import ConsoleLine
+from kernellab.guest.records import frame
 from kernellab.targets import Capabilities, Exit, TargetInfo
 
 BOOT = ["[    0.000000] Linux version 6.1.0-fake (kernellab@kernellab)",

@@ -10,7 +10,7 @@ from elftools.elf.elffile import ELFFile
 
 from kernellab.agent.compile import agent_binary, cross_targets
 from kernellab.agent.version import check_hello
-from kernellab.measure.records import RecordStream
+from kernellab.guest.records import RecordStream
 
 TARGETS = cross_targets()
 

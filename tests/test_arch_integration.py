@@ -5,7 +5,7 @@ import pytest
 
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
-from kernellab.measure.catalog import describe
+from kernellab.metrics.catalog import describe
 
 pytestmark = pytest.mark.integration
 

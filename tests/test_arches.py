@@ -19,8 +19,8 @@ from kernellab.config.resolve import ResolvedConfig, packaged_fragment
 from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, packaged_fragments, parse_short
-from kernellab.measure.records import frame
-from kernellab.measure.session import EXIT_GRACE_S, Session
+from kernellab.guest.records import frame
+from kernellab.guest.session import EXIT_GRACE_S, Session
 from kernellab.report import render
 from kernellab.report.model import VariantRecord, _variant_json
 from kernellab.store import Store

@@ -1,4 +1,4 @@
-from kernellab.measure.console import ConsoleLine, is_panic, memory_line, milestones
+from kernellab.guest.console import ConsoleLine, is_panic, memory_line, milestones
 
 BOOT = """\
 early console in setup code
@@ -51,7 +51,7 @@ def test_panic_detection():
 
 
 def test_initcall_debug_lines():
-    from kernellab.measure.console import initcalls
+    from kernellab.guest.console import initcalls
     text = """\
 [    0.101] calling  pci_subsys_init+0x0/0x6d @ 1
 [    0.102] initcall pci_subsys_init+0x0/0x6d returned 0 after 1171 usecs

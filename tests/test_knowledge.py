@@ -9,7 +9,7 @@ import pytest
 
 from kernellab.errors import LabError
 from kernellab.knowledge import CATEGORIES, PROFILES, Rule, default_dir, load_rules, rules_for
-from kernellab.measure.catalog import catalog
+from kernellab.metrics.catalog import catalog
 
 
 # --- the shipped rule base -------------------------------------------------------------------

@@ -15,8 +15,8 @@ from conftest import kernellab
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
 from kernellab.initramfs import build_cpio
-from kernellab.measure.catalog import describe
-from kernellab.measure.records import frame
+from kernellab.metrics.catalog import describe
+from kernellab.guest.records import frame
 from kernellab.store import Store
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@ import zlib
 
 import pytest
 
-from kernellab.measure.records import RecordError, RecordStream, frame, parse
+from kernellab.guest.records import RecordError, RecordStream, frame, parse
 
 SAMPLE = "seq=1 t=sample metric=syscall.null unit=ns rep=0 iters=4096 value=206.065"
 

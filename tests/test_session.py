@@ -8,8 +8,8 @@ import pytest
 from kernellab.errors import LabError
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
-from kernellab.measure.records import frame
-from kernellab.measure.session import Session
+from kernellab.guest.records import frame
+from kernellab.guest.session import Session
 from kernellab.store import Store
 
 import labfakes

@@ -26,7 +26,7 @@ from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
 from .errors import LabError
 from .locks import locked
-from .measure.catalog import catalog, from_source
+from .metrics.catalog import catalog, from_source
 from .sources import Source
 from .toolchain import Toolchain, ccache_counts, ccache_version, make_vars
 

@@ -217,7 +217,7 @@ def cmd_audit(args) -> int:
 def _metrics(text: str) -> list[str]:
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
-        raise LabError("--metric needs at least one metric name (see src/kernellab/measure/metrics.toml)")
+        raise LabError("--metric needs at least one metric name (see src/kernellab/metrics/metrics.toml)")
     return metrics
 
 

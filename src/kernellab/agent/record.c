@@ -1,6 +1,6 @@
 /*
  * Record framing, the counterpart of the host's parser
- * (kernellab/measure/records.py):
+ * (kernellab/guest/records.py):
  *
  *     @KL seq=N t=TYPE key=value ... #crc32
  *

@@ -1,6 +1,6 @@
 /*
  * What the agent prints: framed records on stdout (the format is described
- * at the top of main.c; the host's parser is kernellab/measure/records.py)
+ * at the top of main.c; the host's parser is kernellab/guest/records.py)
  * and warnings on stderr.
  */
 #ifndef KL_RECORD_H

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .. import modes
 from ..errors import LabError
-from ..measure.catalog import describe
+from ..metrics.catalog import describe
 from ..store import Store
 from . import lab
 from .probe import Probe, Prober, differing, distinguishable

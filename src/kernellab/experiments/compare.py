@@ -14,7 +14,7 @@ from typing import Any
 from .. import modes
 from ..arches import BUILD_ONLY_NOTE, ArchProfile
 from ..errors import LabError
-from ..measure.catalog import describe
+from ..metrics.catalog import describe
 from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store

@@ -16,8 +16,8 @@ from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..initramfs import agent_initramfs
-from ..measure.catalog import describe
-from ..measure.session import Sample, Session, console_samples
+from ..metrics.catalog import describe
+from ..guest.session import Sample, Session, console_samples
 from ..sources import Source
 from ..store import Store
 from ..targets import Target

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .. import arches, modes, paths
 from ..build import FIGURE_METRICS, Build
 from ..errors import LabError
-from ..measure.catalog import describe
+from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import lab
@@ -48,7 +48,7 @@ class Prober:
     def __post_init__(self):
         unknown = [m for m in self.metrics if describe(m, "").group == "other"]
         if unknown:
-            raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/measure/metrics.toml")
+            raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
         digest = hashlib.sha256(self.base_text.encode()).hexdigest()[:16]
         self.base_path = paths.cache_dir("attribution") / f"base-{digest}.config"
         if not self.base_path.exists():

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import modes
 from ..build import build_tree
 from ..errors import LabError
-from ..measure.catalog import describe
+from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import lab

@@ -13,7 +13,7 @@ Schema of one rule (see any shipped file for examples)::
     expect.all = { CONFIG_X = "n" } # every profile without its own entry
     expect.latency = "skip"         # this profile is not audited
     rationale = "..."
-    metric = "syscall.null"         # a name from measure/metrics.toml, or ""
+    metric = "syscall.null"         # a name from metrics/metrics.toml, or ""
     expected_change = "..."
     [[rule.evidence]]
     source = "..."                  # seed:<file>, a URL, kconfig:<path>, kernellab:<study>
@@ -153,7 +153,7 @@ def _load_dir(directory: Path) -> list[Rule]:
 
 
 def _metric_names() -> set[str]:
-    from ..measure.catalog import catalog
+    from ..metrics.catalog import catalog
     return set(catalog())
 
 
@@ -185,7 +185,7 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
         raise fail(f"unknown category {table.category!r}: a rule in {name} must have "
                    f"category {category!r}")
     if table.metric and table.metric not in metrics:
-        raise fail(f"metric {table.metric!r} is not in the metric catalog (measure/metrics.toml)")
+        raise fail(f"metric {table.metric!r} is not in the metric catalog (metrics/metrics.toml)")
     expect = _parse_expect(table.expect, fail)
     evidence = _parse_evidence(table.evidence, fail)
     return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import modes
-from ..measure.catalog import describe
+from ..metrics.catalog import describe
 from . import fmt_value
 
 

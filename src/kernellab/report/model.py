@@ -16,7 +16,7 @@ from typing import Any
 from .. import host, modes
 from ..arches import BUILD_ONLY_NOTE
 from ..errors import LabError
-from ..measure.catalog import describe, sort_key
+from ..metrics.catalog import describe, sort_key
 from ..stats import DETERMINISTIC_REASON, compare_all, summarize
 from ..store import Store
 

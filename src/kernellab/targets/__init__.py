@@ -1,6 +1,6 @@
 """Where a kernel runs. A target starts a kernel (or attaches to a running one) and hands
 back its console: timestamped lines as they arrive, then an exit status. It knows nothing
-of agents, records or verdicts: those are the measurement session's (measure.session).
+of agents, records or verdicts: those are the measurement session's (guest.session).
 
 QEMU implements it today (targets.qemu); the tests have a fake that replays a script.
 """
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..measure.console import ConsoleLine
+from ..guest.console import ConsoleLine
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
-from ..measure.console import ConsoleLine
+from ..guest.console import ConsoleLine
 from ..packages import install_hint
 from . import Capabilities, Exit, TargetInfo
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from ..agent.version import check_hello
 from ..errors import LabError
 from ..targets import Console, Exit
-from .catalog import describe
+from ..metrics.catalog import describe
 from .console import ConsoleLine, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
 

@@ -1,1 +1,0 @@
-"""Reading what a guest says: agent records, boot milestones, the kernel's memory line."""
