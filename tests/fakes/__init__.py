@@ -1,0 +1,141 @@
+"""A fake lab for end-to-end tests in seconds: a fake kernel tree and a fake QEMU.
+
+    from fakes import fake_lab, lab    # `lab`: the fixture
+
+    def test_something(lab, capsys):
+        assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y",
+                        "--format", "json", "-o", str(lab.tmp / "r.json")) == 0
+
+- tests/fakes/kernel: a kernel tree kernellab accepts as `--source PATH` (`make
+  kernelversion`, the config targets on a small Kconfig resolved by kconfiglib, a build
+  of an ELF vmlinux, System.map and arch/x86/boot/bzImage in under a second, with
+  kbuild-like .cmd files). Its Makefile runs kconfiglib with $KERNELLAB_FAKE_PYTHON.
+- tests/fakes/qemu/qemu-system-x86_64: boots that tree's images; what it prints follows
+  from the image's config (CONFIG_FAKE_SLOW, _PANIC, _HANG, _REAL_AGENT: see its
+  docstring). Only the x86_64 profile is redirected to it.
+
+Everything kernellab writes goes to the test's tmp directory (KERNELLAB_CACHE and the
+store), but for the agent binary, which every boot's initramfs holds and which takes gcc
+about two seconds, and the ccache: those are shared between tests, and kept in pytest's
+cache directory from one session to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+FAKES = Path(__file__).resolve().parent
+KERNEL_TREE = FAKES / "kernel"
+FAKE_QEMU = FAKES / "qemu" / "qemu-system-x86_64"
+SHM = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
+@dataclass
+class FakeLab:
+    tmp: Path
+    tree: Path     # the fake kernel tree: --source
+    cache: Path    # KERNELLAB_CACHE
+    store: Path    # --store
+    qemu: Path     # the fake qemu-system-x86_64 the x86_64 profile runs
+
+    def main(self, command: str, *args: str) -> int:
+        """`kernellab COMMAND --source TREE ARGS... --store STORE`, in-process; the exit code."""
+        from kernellab.cli import main
+        source = ["--source", str(self.tree)] if command in SOURCE_COMMANDS else []
+        return main([command, *source, *args, "--store", str(self.store)])
+
+    def runs(self) -> list[dict]:
+        """The store's runs, oldest first, with their variant's name and sample count."""
+        db = sqlite3.connect(self.store)
+        db.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in db.execute(
+                "SELECT r.id, r.status, r.reason, r.build_key, v.name,"
+                " (SELECT count(*) FROM samples s WHERE s.run_id = r.id) AS samples"
+                " FROM runs r JOIN variants v ON v.id = r.variant_id ORDER BY r.id")]
+        finally:
+            db.close()
+
+    def samples(self, run_id: int) -> list[tuple[str, float]]:
+        db = sqlite3.connect(self.store)
+        try:
+            return list(db.execute("SELECT metric, value FROM samples WHERE run_id=? ORDER BY id",
+                                   (run_id,)))
+        finally:
+            db.close()
+
+
+SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect")
+
+
+def use_fake_qemu(monkeypatch, binary: Path) -> None:
+    """THE hook into kernellab's arch profiles: the x86_64 profile boots with `binary`.
+    Kept in this one function because the arch and target code is being refactored:
+    this is what to adapt when it changes."""
+    from kernellab import arches
+
+    real_load = arches.load
+
+    def load(name):
+        profile = real_load(name)
+        if name == "x86_64" and profile.qemu is not None:
+            profile = dataclasses.replace(profile, qemu=dataclasses.replace(profile.qemu, binary=str(binary)))
+        return profile
+
+    monkeypatch.setattr(arches, "load", load)
+
+
+def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None,
+             store_dir: Path | None = None) -> FakeLab:
+    """Point kernellab at the fake tree and QEMU, with everything in tmp_path; `shared`:
+    where the agent binary and the ccache live across tests (default: the session's tmp
+    directory); `store_dir`: where the store goes (default tmp_path)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shared = shared or tmp_path.parent / "fake-lab-shared"  # tmp_path.parent: the session's
+    # kernellab writes the agent binary into <cache>/agent atomically (a rename) and keys
+    # it by its source and compiler, and ccache is safe to share: sharing the directories
+    # saves every test but the first a 2 s compilation of the agent, and makes the builds
+    # ccache hits. If kernellab's cache layout changes, the tests still pass, slower.
+    for name in ("agent", "ccache"):
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        (cache / name).symlink_to(shared / name, target_is_directory=True)
+    monkeypatch.setenv("KERNELLAB_CACHE", str(cache))
+    monkeypatch.setenv("KERNELLAB_FAKE_PYTHON", sys.executable)  # kconfiglib for the tree's Makefile
+    monkeypatch.delenv("FAKE_QEMU_SIGNAL_PARENT", raising=False)
+    # The fake QEMU runs with this Python, whatever `python3` is on PATH.
+    qemu = tmp_path / "bin" / "qemu-system-x86_64"
+    qemu.parent.mkdir()
+    qemu.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_QEMU}" "$@"\n')
+    qemu.chmod(0o755)
+    use_fake_qemu(monkeypatch, qemu)
+    return FakeLab(tmp_path, KERNEL_TREE, cache, (store_dir or tmp_path) / "lab.sqlite", qemu)
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch, request):
+    """A FakeLab; restores the signal handlers `kernellab.cli.main` installs."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    # pytest's cache directory keeps the agent binary from one session to the next.
+    cache = getattr(request.config, "cache", None)
+    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
+    # The store commits every sample (an fsync each): on a busy disk that is most of a
+    # test's time. In memory (tmpfs) when there is one.
+    store_dir = Path(tempfile.mkdtemp(prefix="kernellab-fake-lab-", dir=SHM)) if SHM else None
+    try:
+        yield fake_lab(tmp_path, monkeypatch, shared, store_dir)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        if store_dir:
+            shutil.rmtree(store_dir, ignore_errors=True)
