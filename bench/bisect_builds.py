@@ -154,8 +154,8 @@ def main() -> int:
 
     start = time.monotonic()
     cold = lab.ensure_built(prepared, store, log=lambda m: print(m, flush=True))
-    print(f"cold build of BAD: {cold.wall_s:.0f} s{' (cached from an earlier run of this cache)' if cold.cached else ''}",
-          flush=True)
+    cached = " (cached from an earlier run of this cache)" if cold.cached else ""
+    print(f"cold build of BAD: {cold.wall_s:.0f} s{cached}", flush=True)
     bisector = Bisector.for_variants(store, good, bad, metric, "icount", threshold,
                                      log=lambda m: print(m, flush=True))
     result = bisector.run().to_dict()

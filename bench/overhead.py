@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernellab import arches, paths
+from kernellab import paths
 from kernellab.agent.compile import agent_binary
 from kernellab.build import REPRODUCIBLE_ENV
 from kernellab.experiments import lab

@@ -7,7 +7,6 @@ second test session builds nothing.
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -24,7 +24,6 @@ from kernellab.guest.session import EXIT_GRACE_S, Session
 from kernellab.report import render
 from kernellab.report.model import VariantRecord, _variant_json
 from kernellab.store import Store
-from kernellab.targets import qemu
 from kernellab.targets.qemu import QemuTarget
 
 
@@ -284,10 +283,11 @@ def test_reboot_before_the_agent_finished_is_incomplete_at_once(tmp_path):
 def test_early_console_lines_ending_in_newline_carriage_return_keep_their_printk_time(tmp_path):
     """powermac's early console (udbg_scc, ppc32's sccdbg) ends lines with "\\n\\r"."""
     script = tmp_path / "qemu-system-fake"
-    script.write_text("#!/bin/sh\nprintf '[    0.000000] Linux version 6.1.192\\n\\r[    0.5] Run /init as init process\\n\\r'\n")
+    script.write_text("#!/bin/sh\nprintf '[    0.000000] Linux version 6.1.192\\n\\r"
+                      "[    0.5] Run /init as init process\\n\\r'\n")
     script.chmod(0o755)
     p = arches.load("ppc32")
     profile = dataclasses.replace(p, qemu=dataclasses.replace(p.qemu, binary=str(script)))
     result = boot(profile, tmp_path)
-    assert [(l.text, l.printk_s) for l in result.lines] == [
+    assert [(ln.text, ln.printk_s) for ln in result.lines] == [
         ("[    0.000000] Linux version 6.1.192", 0.0), ("[    0.5] Run /init as init process", 0.5)]

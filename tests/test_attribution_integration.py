@@ -13,10 +13,10 @@ kernel effect."""
 
 import pytest
 
+from kernellab.experiments import lab
 from kernellab.experiments.bisect import Bisector
 from kernellab.experiments.spec import parse_short
 from kernellab.experiments.sweep import flips_from_toggles, sweep
-from kernellab.experiments import lab
 
 pytestmark = pytest.mark.integration
 

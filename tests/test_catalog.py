@@ -3,11 +3,11 @@
 import re
 import subprocess
 
-from kernellab.agent.compile import agent_binary
 from kernellab import modes
+from kernellab.agent.compile import agent_binary
 from kernellab.build import FIGURE_FIELDS, FIGURE_METRICS
-from kernellab.metrics.catalog import GROUPS, catalog, describe, from_source, sort_key
 from kernellab.guest.records import RecordStream
+from kernellab.metrics.catalog import GROUPS, catalog, describe, from_source, sort_key
 
 
 def test_every_entry_is_well_formed():
@@ -54,10 +54,11 @@ def test_the_build_reads_exactly_the_catalogs_build_metrics():
 
 
 def test_a_bad_catalog_entry_is_one_line_naming_the_key():
+    import pytest
+
     from kernellab import datafile
     from kernellab.errors import LabError
     from kernellab.metrics.catalog import _File
-    import pytest
     good = {"name": "x.y", "label": "x", "unit": "ns", "better": "lower", "group": "syscalls",
             "clock": "guest", "source": "agent"}
     assert datafile.load(_File, {"metric": [good]}, "m.toml").metric[0].source == "agent"

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
+import labfakes
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.store import Store
-
-import labfakes
 
 
 @pytest.fixture

@@ -121,7 +121,8 @@ def test_selected_by_with_the_selectors_values(tree, tmp_path):
     load(tree, tmp_path, "CONFIG_EXPERT=y\nCONFIG_PROVE_LOCKING=y\n")
     e = explain.explain(tree, "LOCKDEP")
     assert e.prompt is None and e.value == "y"
-    assert [(t.text, t.value) for t in e.selected_by] == [("PROVE_LOCKING && DEBUG_KERNEL && LOCK_DEBUGGING_SUPPORT", "y")]
+    assert [(t.text, t.value) for t in e.selected_by] == [
+        ("PROVE_LOCKING && DEBUG_KERNEL && LOCK_DEBUGGING_SUPPORT", "y")]
     assert [(t.text, t.value) for t in explain.explain(tree, "DEBUG_KERNEL").selected_by] == [("EXPERT", "y")]
 
 
@@ -243,10 +244,12 @@ def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
     assert d.hidden == 1                                      # LOCKDEP, selected, no prompt
     assert "CONFIG_LOCKDEP" in {c.option for c in diff.diff(tree, str(a), str(b), derived=True)[0].changes}
     assert d.summary()["debugging"] == {"changed": 1, "only in A": 1}
+    legend = ("Linux 6.99.0 x86_64, both as olddefconfig resolves them; "
+              "'-' marks an option a config does not have (its dependencies are unmet)")
     assert configdiff.render_table(d) == textwrap.dedent(f"""\
         A: {a}
         B: {b}
-        Linux 6.99.0 x86_64, both as olddefconfig resolves them; '-' marks an option a config does not have (its dependencies are unmet)
+        {legend}
 
         General setup > Preemption Model
           CONFIG_PREEMPT_VOLUNTARY     y -> n     preemption and timers   Voluntary Kernel Preemption (Desktop)

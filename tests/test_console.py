@@ -2,9 +2,11 @@ from kernellab.guest.console import ConsoleLine, is_panic, memory_line, mileston
 
 BOOT = """\
 early console in setup code
-[    0.000000] Linux version 6.1.192 (kernellab@kernellab) (gcc (Debian 12.2.0-14) 12.2.0) #1 Thu Jan  1 00:00:00 UTC 1970
+[    0.000000] Linux version 6.1.192 (kernellab@kernellab) (gcc (Debian 12.2.0-14) 12.2.0) \
+#1 Thu Jan  1 00:00:00 UTC 1970
 [    0.000000] Command line: console=ttyS0
-[    0.012000] Memory: 243104K/261624K available (4096K kernel code, 758K rwdata, 312K rodata, 488K init, 2340K bss, 18264K reserved, 0K cma-reserved)
+[    0.012000] Memory: 243104K/261624K available (4096K kernel code, 758K rwdata, 312K rodata, 488K init, \
+2340K bss, 18264K reserved, 0K cma-reserved)
 [    0.287472] Freeing unused kernel image (initmem) memory: 488K
 [    0.290000] Freeing unused kernel image (rodata/data gap) memory: 2000K
 [    0.293729] Run /init as init process
@@ -36,7 +38,8 @@ def test_memory_line_fields():
 
 
 def test_memory_line_with_highmem():
-    text = "[ 0.0] Memory: 100K/200K available (1K kernel code, 2K rwdata, 3K rodata, 4K init, 5K bss, 6K reserved, 0K cma-reserved, 7K highmem)"
+    text = ("[ 0.0] Memory: 100K/200K available (1K kernel code, 2K rwdata, 3K rodata, 4K init, 5K bss, "
+            "6K reserved, 0K cma-reserved, 7K highmem)")
     assert memory_line(text)["highmem"] == 7
 
 

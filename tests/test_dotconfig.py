@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernellab.config.dotconfig import effective, format_config, parse_config, parse_line, parse_settings
 from kernellab.errors import LabError

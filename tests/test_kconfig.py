@@ -10,7 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernellab import arches, sources, toolchain
 from kernellab.config import kconfig
@@ -76,7 +77,7 @@ def tiny_tree(root: Path, text: str = TINY) -> kconfig.KconfigTree:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KERNELLAB_CACHE", str(root / ".cache"))
         tree = kconfig.open_tree(source, arches.load("x86_64"), Toolchain("gcc", "", "gcc (test) 12.2.0"))
-        tree.any_arch_symbols   # read now, while the cache is root/.cache
+        _ = tree.any_arch_symbols   # read now, while the cache is root/.cache
     return tree
 
 
@@ -185,7 +186,8 @@ def test_config_for_another_arch_is_detected(tree, tmp_path, text, arch):
 def test_symbol_lookup_with_or_without_prefix(tree):
     assert tree.symbol("CONFIG_HZ") is tree.symbol("HZ") is not None
     assert tree.symbol("ARM64") is None          # referenced, never defined
-    with pytest.raises(LabError, match="CONFIG_DEBUG_KERNL does not exist in Linux 6.99.0; closest: CONFIG_DEBUG_KERNEL"):
+    with pytest.raises(LabError,
+                       match="CONFIG_DEBUG_KERNL does not exist in Linux 6.99.0; closest: CONFIG_DEBUG_KERNEL"):
         tree.require("DEBUG_KERNL")
 
 

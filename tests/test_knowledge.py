@@ -11,7 +11,6 @@ from kernellab.errors import LabError
 from kernellab.knowledge import CATEGORIES, PROFILES, Rule, default_dir, load_rules, rules_for
 from kernellab.metrics.catalog import catalog
 
-
 # --- the shipped rule base -------------------------------------------------------------------
 
 def test_shipped_rules_load():
@@ -327,7 +326,8 @@ def test_unknown_keys_and_wrong_types_name_the_key(tmp_path):
     write(tmp_path, "debugging.toml", good().replace('rationale = "Because."', 'ratoinale = "Because."'))
     expect_error(tmp_path, "debugging.toml: a-rule: unknown key 'ratoinale' (allowed: category, evidence, expect, ")
     write(tmp_path, "debugging.toml", good().replace('figure = "2%"', 'figure = "2%"\nfigrue = "3%"'))
-    expect_error(tmp_path, "debugging.toml: a-rule: evidence #1: unknown key 'figrue' (allowed: figure, note, source, verified)")
+    expect_error(tmp_path,
+                 "debugging.toml: a-rule: evidence #1: unknown key 'figrue' (allowed: figure, note, source, verified)")
     write(tmp_path, "debugging.toml", good().replace("verified = true", 'verified = "yes"'))
     expect_error(tmp_path, "debugging.toml: a-rule: evidence #1: verified: expected true or false, got a string 'yes'")
     write(tmp_path, "debugging.toml", "version = 2\n" + good())

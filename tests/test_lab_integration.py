@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-
 from pathlib import Path
 
 import jsonschema
@@ -14,9 +13,9 @@ import pytest
 from conftest import kernellab
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
+from kernellab.guest.records import frame
 from kernellab.initramfs import build_cpio
 from kernellab.metrics.catalog import describe
-from kernellab.guest.records import frame
 from kernellab.store import Store
 
 pytestmark = pytest.mark.integration
@@ -64,7 +63,8 @@ def stub_initrd(tmp_path, ending: str, records=STUB_RECORDS):
 
 def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20), initrd=stub_initrd(tmp_path, "hang"))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=20),
+                      initrd=stub_initrd(tmp_path, "hang"))
     assert outcome.status == "timeout"
     assert store.run_metrics(outcome.run_id)["syscall.null"] == [42.0]
     assert "Run /init as init process" in store.run_log(outcome.run_id)
@@ -74,7 +74,8 @@ def test_hung_guest_is_killed_at_the_limit_and_keeps_its_samples(minimal, store,
 
 def test_panicking_guest_is_detected_at_once(minimal, store, tmp_path):
     prepared, build = minimal
-    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120), initrd=stub_initrd(tmp_path, "exit"))
+    outcome = lab.run(prepared, build, store, lab.RunOptions("wall", timeout_s=120),
+                      initrd=stub_initrd(tmp_path, "exit"))
     assert outcome.status == "panic"
     assert "Attempted to kill init" in outcome.reason
     assert store.run_metrics(outcome.run_id)["syscall.null"] == [42.0]
@@ -116,7 +117,8 @@ def test_compare_json_report(minimal, tmp_path):
                        store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    jsonschema.validate(report, json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text()))
+    schema = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
+    jsonschema.validate(report, schema)
     assert report["mode"] == "icount" and "not hardware" in report["mode_note"]
     (run,) = report["variants"][0]["runs"]
     assert run["target"]["label"] == "QEMU TCG icount" and run["target"]["details"]["cpu"] == "qemu64"
@@ -125,7 +127,8 @@ def test_compare_json_report(minimal, tmp_path):
     assert variant["source"] == "debian:6.1" and variant["arch"] == "x86_64"
     assert variant["config_hash"] == minimal[0].config.hash and variant["dropped_options"] == []
     metrics = {m["name"]: m for m in report["metrics"]}
-    assert RUNTIME | {"build.wall", "size.image", "size.text", "boot.agent_ready.printk", "mem.kernel.kernel_code"} <= set(metrics)
+    assert RUNTIME | {"build.wall", "size.image", "size.text", "boot.agent_ready.printk",
+                      "mem.kernel.kernel_code"} <= set(metrics)
     null = metrics["syscall.null"]
     assert null["better"] == "lower" and null["unit"] == "ns"
     assert null["values"]["lab-minimal"]["n"] == len(null["values"]["lab-minimal"]["samples"]) >= 3

@@ -2,22 +2,21 @@
 lab, the measurement session and the store, on the fake target."""
 
 import csv
-import re
 import io
 import json
+import re
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+import labfakes
 from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.report import render, summary
 from kernellab.report.model import FORMAT_VERSION, check_readable
 from kernellab.store import Store
-
-import labfakes
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
 NULL = {"a": [200.0, 200.0, 202.0, 198.0, 200.0], "b": [300.0, 300.0, 303.0, 297.0, 300.0]}

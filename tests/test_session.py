@@ -5,14 +5,13 @@ from pathlib import Path
 
 import pytest
 
+import labfakes
 from kernellab.errors import LabError
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
 from kernellab.guest.records import frame
 from kernellab.guest.session import Session
 from kernellab.store import Store
-
-import labfakes
 from labfakes import BOOT, FakeConsole, agent_lines
 
 
@@ -45,7 +44,8 @@ def test_a_complete_boot_is_ok_with_agent_and_console_samples():
 
 def test_a_panic_is_the_verdict_and_what_came_before_is_kept():
     script = BOOT + agent_lines({"syscall.null": [200.0]}, end=False) + [
-        "[    1.0] Kernel panic - not syncing: Attempted to kill init!", "[    1.0] CPU: 0 PID: 1", "[    1.0] Call Trace:"]
+        "[    1.0] Kernel panic - not syncing: Attempted to kill init!", "[    1.0] CPU: 0 PID: 1",
+        "[    1.0] Call Trace:"]
     result, sink, _ = read(script)
     assert result.status == "panic" and result.reason == "Kernel panic - not syncing: Attempted to kill init!"
     assert [s.value for s in sink.samples if s.metric == "syscall.null"] == [200.0]

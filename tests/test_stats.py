@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import numpy as np
@@ -121,9 +122,9 @@ def test_adjusted_values_are_monotone_in_the_raw_ones():
     raw = list(np.random.default_rng(5).uniform(0, 0.2, 30))
     for method in ("holm", "bh"):
         q = adjust(raw, method)
-        pairs = sorted(zip(raw, q))
-        assert all(qa <= qb for (_, qa), (_, qb) in zip(pairs, pairs[1:]))
-        assert all(r <= a <= 1 for r, a in zip(raw, q))
+        pairs = sorted(zip(raw, q, strict=True))
+        assert all(qa <= qb for (_, qa), (_, qb) in itertools.pairwise(pairs))
+        assert all(r <= a <= 1 for r, a in zip(raw, q, strict=True))
 
 
 def test_single_sample_is_not_testable():

@@ -17,8 +17,10 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from . import paths
 from .arches import ArchProfile
@@ -73,7 +75,7 @@ class Build:
         """The build's rows of a report: metric -> (unit, value)."""
         return {m: (catalog()[m].unit, getattr(self, name) / scale) for m, (name, scale) in FIGURE_FIELDS.items()}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["artifacts"], d["image"] = str(self.artifacts), str(self.image)
         return d
@@ -101,7 +103,7 @@ def cached_build(key: str) -> Build | None:
 
 
 def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
-          config: ResolvedConfig, jobs: int | None = None, log=None) -> Build:
+          config: ResolvedConfig, jobs: int | None = None, log: Callable[[str], None] | None = None) -> Build:
     key = build_key(source, profile, toolchain, config)
     hit = cached_build(key)
     if hit is not None:
@@ -156,7 +158,7 @@ def _install_config(tree: Path, text: str) -> None:
         target.write_text(text)
 
 
-def _timed_make(argv: list[str], env: dict, log_path: Path) -> tuple[float, float, float, int]:
+def _timed_make(argv: list[str], env: dict[str, str], log_path: Path) -> tuple[float, float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with log_path.open("w") as log_file:

@@ -9,19 +9,19 @@ import gc
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import arches, doctor, modes, paths, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .proc import stop_on_signals
 from .experiments import compare, lab, sweep
 from .experiments.bisect import Bisector
 from .experiments.probe import differing
-from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, load_experiment, parse_short
+from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
-from .report import attribution, render
-from .report import auditreport, configdiff, explanation
+from .proc import stop_on_signals
+from .report import attribution, auditreport, configdiff, explanation, render
 from .report.model import check_readable
 from .store import Store
 
@@ -33,15 +33,15 @@ def _log(message: str) -> None:
     print(f"· {message}", file=sys.stderr, flush=True)
 
 
-def _store(args) -> Store:
+def _store(args: argparse.Namespace) -> Store:
     return Store(Path(args.store) if args.store else paths.default_store())
 
 
-def _variant(text: str, args):
+def _variant(text: str, args: argparse.Namespace) -> VariantSpec:
     return parse_short(text, args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH)
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     if args.variants and args.experiment:
         raise LabError("give variants on the command line or --experiment FILE, not both")
     if args.variants:
@@ -73,15 +73,15 @@ def _output(text: str, path: str | None) -> None:
         sys.stdout.write(text)
 
 
-def _json(data) -> str:
+def _json(data: object) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-def _dropped_lines(dropped: list[dict]) -> list[str]:
+def _dropped_lines(dropped: list[dict[str, str]]) -> list[str]:
     return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})" for d in dropped]
 
 
-def cmd_build(args) -> int:
+def cmd_build(args: argparse.Namespace) -> int:
     p = lab.prepare(_variant(args.variant, args))
     for line in _dropped_lines(p.config.dropped):
         _log(line)
@@ -96,7 +96,7 @@ def cmd_build(args) -> int:
     return 0
 
 
-def cmd_resolve(args) -> int:
+def cmd_resolve(args: argparse.Namespace) -> int:
     p = lab.prepare(_variant(args.variant, args))
     if args.print_config:
         sys.stdout.write(p.config.text)
@@ -115,7 +115,7 @@ def cmd_resolve(args) -> int:
 _RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "status", "samples", "reason")
 
 
-def cmd_runs(args) -> int:
+def cmd_runs(args: argparse.Namespace) -> int:
     store = _store(args)
     rows = [{k: r[k] for k in _RUN_COLUMNS} for r in store.runs(args.limit)]
     for r in rows:
@@ -131,14 +131,15 @@ def cmd_runs(args) -> int:
     elif not rows:
         print(f"no runs in {store.path}")
     else:
-        print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} {'mode':6} {'status':13} samples  reason")
+        print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} "
+              f"{'mode':6} {'status':13} samples  reason")
         for r in rows:
             print(f"{r['id']:>5}  {r['started']}  {r['name'][:16]:16} {r['arch']:7} {r['version'][:10]:10} "
                   f"{r['mode']:6} {r['status']:13} {r['samples']:>7}  {r['reason'] or ''}")
     return 0
 
 
-def cmd_log(args) -> int:
+def cmd_log(args: argparse.Namespace) -> int:
     text = _store(args).run_log(args.run_id)
     if text is None:
         raise LabError(f"no console log for run {args.run_id}: see `kernellab runs`")
@@ -146,7 +147,7 @@ def cmd_log(args) -> int:
     return 0
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     results = doctor.checks()
     failed = [c for c in results if not c.ok]
     if args.format == "json":
@@ -163,7 +164,7 @@ def cmd_doctor(args) -> int:
     return 0
 
 
-def _kconfig_tree(args, *configs: str | None) -> kconfig.KconfigTree:
+def _kconfig_tree(args: argparse.Namespace, *configs: str | None) -> kconfig.KconfigTree:
     for path in configs:
         if path is not None and not Path(path).is_file():
             raise LabError(f"{path}: no such file")
@@ -181,7 +182,7 @@ def _warn(warnings: list[str]) -> None:
         print(f"kernellab: warning: {w}", file=sys.stderr)
 
 
-def cmd_config_diff(args) -> int:
+def cmd_config_diff(args: argparse.Namespace) -> int:
     tree = _kconfig_tree(args, args.a, args.b)
     result, warnings = diff.diff(tree, args.a, args.b, derived=args.all)
     _warn(warnings)
@@ -190,7 +191,7 @@ def cmd_config_diff(args) -> int:
     return 0
 
 
-def cmd_config_explain(args) -> int:
+def cmd_config_explain(args: argparse.Namespace) -> int:
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config) if args.config else tree.load_defconfig())
     result = explain.explain(tree, args.symbol)
@@ -199,7 +200,7 @@ def cmd_config_explain(args) -> int:
     return 0
 
 
-def cmd_audit(args) -> int:
+def cmd_audit(args: argparse.Namespace) -> int:
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config))
     report = audit.audit(tree, rules_for(args.profile), args.profile)
@@ -221,7 +222,7 @@ def _metrics(text: str) -> list[str]:
     return metrics
 
 
-def cmd_sweep(args) -> int:
+def cmd_sweep(args: argparse.Namespace) -> int:
     store = _store(args)
     metrics = _metrics(args.metric)
     if bool(args.toggle) == bool(args.from_diff):
@@ -242,7 +243,7 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def cmd_bisect(args) -> int:
+def cmd_bisect(args: argparse.Namespace) -> int:
     store = _store(args)
     metrics = _metrics(args.metric)
     if len(metrics) > 1:
@@ -255,7 +256,7 @@ def cmd_bisect(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
     try:
         report = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as exc:
@@ -286,7 +287,8 @@ def _positive(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="kernellab", description="Build, boot, measure and compare Linux kernel variants.")
+    top = argparse.ArgumentParser(prog="kernellab",
+                                  description="Build, boot, measure and compare Linux kernel variants.")
     store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
     top.add_argument("--store", default=None, help=store_help)
     # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
@@ -294,30 +296,34 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
     sub = top.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help: str, func, parent=sub) -> argparse.ArgumentParser:
+    def command(name: str, help: str, func: Callable[[argparse.Namespace], int],
+                parent: argparse._SubParsersAction[argparse.ArgumentParser] = sub) -> argparse.ArgumentParser:
         p = parent.add_parser(name, parents=[common], help=help)
         p.set_defaults(func=func)
         return p
 
-    def variant_opts(p) -> None:
-        p.add_argument("--source", default=None, help=f"kernel source: debian:6.1, debian:6.12 or a path (default {DEFAULT_SOURCE})")
-        p.add_argument("--arch", default=None, help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
+    def variant_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--source", default=None,
+                       help=f"kernel source: debian:6.1, debian:6.12 or a path (default {DEFAULT_SOURCE})")
+        p.add_argument("--arch", default=None,
+                       help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 
-    def format_opt(p, *formats: str) -> None:
+    def format_opt(p: argparse.ArgumentParser, *formats: str) -> None:
         p.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")
 
-    def mode_opt(p, default: str | None) -> None:
+    def mode_opt(p: argparse.ArgumentParser, default: str | None) -> None:
         p.add_argument("--mode", choices=modes.NAMES, default=default,
                        help=f"timing mode (default {modes.DEFAULT}; see README, 'Timing modes')")
 
-    def runs_opt(p, help: str) -> None:
+    def runs_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--runs", type=_at_least_one, default=None, help=help)
 
-    def metric_opt(p, help: str) -> None:
+    def metric_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--metric", required=True, help=help)
 
     wall = modes.get("wall")
-    c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)", cmd_compare)
+    c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)",
+                cmd_compare)
     c.add_argument("variants", nargs="*", help="NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE ...")
     c.add_argument("--experiment", "-e", type=Path, help="TOML experiment file")
     variant_opts(c)
@@ -327,7 +333,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--max-runs", type=_at_least_one, default=None,
                    help=f"cap on boots per variant in wall mode (default {wall.max_runs})")
     c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
-    c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S, help="seconds before a guest counts as hung")
+    c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
+                   help="seconds before a guest counts as hung")
     format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
@@ -408,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     stop_on_signals()
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except LabError as exc:
         print(f"kernellab: error: {exc}", file=sys.stderr)
         return 2

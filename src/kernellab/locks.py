@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+from collections.abc import Iterator
 from pathlib import Path
 
 
 @contextlib.contextmanager
-def locked(directory: Path):
+def locked(directory: Path) -> Iterator[None]:
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".kernellab.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

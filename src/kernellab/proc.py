@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+from types import FrameType
+from typing import Any
 
 from .errors import LabError
 
@@ -16,7 +18,7 @@ def require_tool(tool: str, package: str) -> str:
     return path
 
 
-def run_checked(argv: list[str], what: str, **kwargs) -> str:
+def run_checked(argv: list[str], what: str, **kwargs: Any) -> str:
     try:
         result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     except FileNotFoundError:
@@ -24,7 +26,8 @@ def run_checked(argv: list[str], what: str, **kwargs) -> str:
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         raise LabError(f"{what} failed: {lines[-1] if lines else 'exit ' + str(result.returncode)}")
-    return result.stdout
+    stdout: str = result.stdout   # text=True
+    return stdout
 
 
 def stop_on_signals() -> None:
@@ -36,5 +39,5 @@ def stop_on_signals() -> None:
         signal.signal(signum, _interrupt)
 
 
-def _interrupt(signum, _frame) -> None:
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -14,6 +14,7 @@ import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import paths
 from .errors import LabError
@@ -34,7 +35,7 @@ class Source:
     def id(self) -> str:
         return f"{self.version}-{self.content_hash[:12]}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "kind": self.kind, "version": self.version,
                 "content_hash": self.content_hash, "tree": str(self.tree)}
 
@@ -90,7 +91,7 @@ def _file_sha256_cached(path: Path) -> str:
     """Hashing a 140 MB tarball costs a second; remember it per (size, mtime)."""
     st = path.stat()
     index_path = paths.cache_root() / "source-hashes.json"
-    index = json.loads(index_path.read_text()) if index_path.exists() else {}
+    index: dict[str, str] = json.loads(index_path.read_text()) if index_path.exists() else {}
     key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
     if key not in index:
         h = hashlib.sha256()

@@ -84,6 +84,7 @@ import statistics
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -176,7 +177,7 @@ class Comparison:
     adjusted_p: float | None = None
     significant: bool | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -235,7 +236,7 @@ def compare_all(pairs: Mapping[str, tuple[Sequence[float], Sequence[float], str]
     adjusted = adjust([raw[name].p_value for name in names], method)
     return {
         name: replace(raw[name], adjusted_p=q, significant=None if q is None else q <= alpha)
-        for name, q in zip(names, adjusted)
+        for name, q in zip(names, adjusted, strict=True)
     }
 
 
@@ -256,7 +257,7 @@ def adjust(p_values: Sequence[float | None], method: str = "holm") -> list[float
     ranked = [p for _, p in order]
     adjusted = _holm(ranked) if method == "holm" else _bh(ranked)
     out: list[float | None] = [None] * len(p_values)
-    for (i, _), q in zip(order, adjusted):
+    for (i, _), q in zip(order, adjusted, strict=True):
         out[i] = q
     return out
 
@@ -306,7 +307,7 @@ def needs_more(samples_by_variant: Mapping[str, Sequence[float]],
 
 
 def imprecise_metrics(samples_by_metric: Mapping[str, Mapping[str, Sequence[float]]],
-                      **kwargs) -> list[str]:
+                      **kwargs: Any) -> list[str]:
     """Names of the metrics for which ``needs_more`` is true (for the runner's log).
 
     ``samples_by_metric`` maps metric -> variant -> samples; ``kwargs`` go to
@@ -316,7 +317,7 @@ def imprecise_metrics(samples_by_metric: Mapping[str, Mapping[str, Sequence[floa
 
 
 def needs_another_run(samples_by_metric: Mapping[str, Mapping[str, Sequence[float]]],
-                      **kwargs) -> bool:
+                      **kwargs: Any) -> bool:
     """Wall mode, all metrics: should the runner do one more run of every variant?
 
     Meant for ``while needs_another_run(samples) and runs < cap``.
@@ -353,7 +354,8 @@ def _boot_medians(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.nd
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     idx = rng.integers(0, len(x), size=(n_boot, len(x)))
-    return np.median(x[idx], axis=1)
+    medians: np.ndarray = np.median(x[idx], axis=1)
+    return medians
 
 
 def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -1,8 +1,12 @@
 """Writes a store with the schema-1 kernellab (commit 511d4e3), one log of each kind."""
-import sys, sqlite3, types
+import sqlite3
+import sys
+import types
+
 sys.path.insert(0, "/tmp/baseline/src")
-from kernellab.store import Store
 from kernellab.measure.records import frame
+from kernellab.store import Store
+
 src = types.SimpleNamespace(id="6.1.192-4d415b3d3648", to_dict=lambda: {
     "spec": "debian:6.1", "kind": "debian", "version": "6.1.192", "content_hash": "4d415b3d3648aa",
     "tree": "/cache/sources/linux-source-6.1"})
@@ -19,7 +23,8 @@ s.add_build("k2" * 32, vid2, {"wall_s": 30.0, "image_bytes": 2360000})
 console = "\n".join(["[host  0.100000] [    0.000000] Linux version 6.1.192 (kernellab@kernellab)",
                      "[host  4.000000] " + frame("seq=0 t=hello v=1 agent=kernellab-agent mode=pid1"),
                      "[host  4.100000] " + frame("seq=1 t=meta key=clocksource value=tsc")]) + "\n"
-for variant, key, status, reason in ((vid, "k1" * 32, "ok", ""), (vid2, "k2" * 32, "panic", "Kernel panic - not syncing: x")):
+for variant, key, status, reason in ((vid, "k1" * 32, "ok", ""),
+                                     (vid2, "k2" * 32, "panic", "Kernel panic - not syncing: x")):
     run = s.start_run(variant, key, "qemu", "icount", ["qemu-system-x86_64", "-kernel", "bzImage"])
     s.add_log("initramfs", "initramfs-0123456789abcdef.cpio", run_id=run)
     s.add_log("options", "icount initramfs-0123456789abcdef.cpio KL_ONLY=syscall.null noapictimer", run_id=run)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from ..knowledge import Rule
 from .dotconfig import Setting
@@ -42,7 +43,7 @@ class Finding:
     target: str | None = None      # the acceptable value recommended (change)
     settings: list[Setting] | None = None   # assignments that make the change; None: more than that
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule.id, "title": self.rule.title, "category": self.rule.category,
                 "option": self.option, "current": self.current, "expected": list(self.expected),
                 "verdict": self.verdict, "reason": self.reason, "recommended": self.target,
@@ -62,23 +63,23 @@ class AuditReport:
         by_rule: dict[str, list[Finding]] = {}
         for f in self.findings:
             by_rule.setdefault(f.rule.id, []).append(f)
-        out = {}
+        out: dict[str, tuple[Rule, str]] = {}
         for rule_id, findings in by_rule.items():
             verdicts = {f.verdict for f in findings}
             verdict = next(v for v in ("change", "ok", "n/a") if v in verdicts)
             out[rule_id] = (findings[0].rule, verdict)
         return out
 
-    def totals(self) -> dict[str, Counter]:
+    def totals(self) -> dict[str, Counter[str]]:
         """Rule verdicts per rule category, plus "total"."""
-        out: dict[str, Counter] = {}
+        out: dict[str, Counter[str]] = {}
         for rule, verdict in self.rule_verdicts().values():
             out.setdefault(rule.category, Counter())[verdict] += 1
         out = dict(sorted(out.items()))
         out["total"] = sum(out.values(), Counter())
         return out
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[dict[str, Any]]:
         return [f.to_dict() for f in self.findings]
 
 
@@ -102,7 +103,8 @@ def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ..
     plans = [(value, plan(tree, sym, value)) for value in acceptable]
     feasible = [(value, p) for value, p in plans if p.reason() is None]
     if not feasible:
-        return Finding(rule, option, current, acceptable, "n/a", plans[0][1].reason())
+        # Not None: no plan is feasible, so each has a reason.
+        return Finding(rule, option, current, acceptable, "n/a", plans[0][1].reason() or "")
     # Prefer a value plain assignments reach, then the fewest of them.
     value, chosen = min(feasible, key=lambda vp: (vp[1].settings() is None, len(vp[1].settings() or ())))
     settings = chosen.settings()
@@ -143,6 +145,7 @@ def fragment(tree: KconfigTree, report: AuditReport) -> str:
         for f in changes:
             if id(f) in why_not and id(f) not in retried and not _reached(tree, f):
                 retried.add(id(f))
+                assert f.target is not None   # a change always has its target
                 settings = plan(tree, tree.symbol(f.option), f.target).settings()
                 if settings:
                     again[id(f)] = settings
@@ -201,6 +204,7 @@ def _apply_surviving(tree: KconfigTree, changes: list[Finding], plans: dict[int,
 
 
 def _reached(tree: KconfigTree, f: Finding) -> bool:
+    assert f.target is not None   # only changes are checked, and a change has its target
     sym = tree.symbol(f.option)
     value = tree.value(sym)
     return value is not None and same_value(sym, value, f.target)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import kconfiglib
 
@@ -28,8 +29,8 @@ CATEGORIES = resources.files(__package__) / "categories.toml"
 @dataclass(frozen=True)
 class Category:
     name: str
-    symbols: re.Pattern     # the file's shell-style patterns, as one regex each
-    menus: re.Pattern
+    symbols: re.Pattern[str]     # the file's shell-style patterns, as one regex each
+    menus: re.Pattern[str]
 
 
 # The schema of categories.toml, checked by datafile.load.
@@ -51,7 +52,7 @@ def load_categories(path: Path | Traversable = CATEGORIES) -> list[Category]:
     return [Category(c.name, _patterns(c.symbols), _patterns(c.menus)) for c in tables]
 
 
-def _patterns(globs: list[str]) -> re.Pattern:
+def _patterns(globs: list[str]) -> re.Pattern[str]:
     return re.compile("|".join(fnmatch.translate(g) for g in globs) or "(?!)")
 
 
@@ -80,7 +81,7 @@ class Change:
     def kind(self) -> str:
         return "only in B" if self.a is None else "only in A" if self.b is None else "changed"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"option": self.option, "a": self.a, "b": self.b, "kind": self.kind,
                 "prompt": self.prompt, "menu": self.menu, "category": self.category}
 
@@ -93,13 +94,13 @@ class ConfigDiff:
     changes: list[Change]      # in Kconfig order
     hidden: int                # differing options without a prompt, left out
 
-    def summary(self) -> dict[str, Counter]:
-        out: dict[str, Counter] = {}
+    def summary(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = {}
         for c in self.changes:
             out.setdefault(c.category, Counter())[c.kind] += 1
         return dict(sorted(out.items()))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "kernel": self.where,
                 "changes": [c.to_dict() for c in self.changes], "hidden_without_prompt": self.hidden,
                 "summary": {cat: dict(counts) for cat, counts in self.summary().items()}}

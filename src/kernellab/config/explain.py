@@ -7,13 +7,15 @@ not at y, the planner's tree of what setting it to y takes (`planner.plan`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import kconfiglib
 from kconfiglib import AND, OR, expr_value, split_expr
 
 from .kconfig import BOOL_TRISTATE, KconfigTree, menus
-from .planner import Need, expr_text, plan
+from .planner import Expr, Need, expr_text, plan
 
 
 @dataclass
@@ -21,7 +23,7 @@ class Term:
     text: str
     value: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"expr": self.text, "value": self.value}
 
 
@@ -42,7 +44,7 @@ class Explanation:
     to_y: Need | None                # what setting it to y takes (bool/tristate not at y)
     help: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"option": self.option, "type": self.type, "value": self.value, "config": self.config,
                 "prompt": self.prompt, "menu": self.menu, "defined_at": self.locations,
                 "depends_on": [t.to_dict() for t in self.depends_on],
@@ -87,9 +89,9 @@ def _selects(sym: kconfiglib.Symbol) -> list[Term]:
             for target, cond in sym.orig_selects]
 
 
-def _terms(exprs, drop=None) -> list[Term]:
+def _terms(exprs: Iterable[Expr], drop: Expr | None = None) -> list[Term]:
     return [Term(expr_text(e), _truth(e)) for e in exprs if e is not drop]
 
 
-def _truth(expr) -> str:
+def _truth(expr: Expr) -> str:
     return "nmy"[expr_value(expr)]

@@ -38,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import kconfiglib
 
@@ -69,7 +71,7 @@ BOOL_TRISTATE = (kconfiglib.BOOL, kconfiglib.TRISTATE)
 # The values kconfig takes for each type; it ignores others (and "n" unsets any type).
 _INT = re.compile(r"^-?[0-9]+$")
 _HEX = re.compile(r"^(0[xX])?[0-9a-fA-F]+$")
-_VALID = {
+_VALID: dict[int, Callable[[str], bool]] = {
     kconfiglib.BOOL: lambda v: v in ("y", "n"),
     kconfiglib.TRISTATE: lambda v: v in ("y", "m", "n"),
     kconfiglib.INT: lambda v: bool(_INT.match(v)) or v == "n",
@@ -127,27 +129,27 @@ def _shell(kconf: _Kconfig, _name: str, command: str) -> str:
 functions = {"shell": (_shell, 1, 1)}
 
 
-class _Kconfig(kconfiglib.Kconfig):
-    def __init__(self, scratch: Path):
+class _Kconfig(kconfiglib.Kconfig):  # type: ignore[misc]  # subclassing Any: kconfiglib is untyped
+    def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
         # The kernel's own Kconfig files draw a few dozen harmless kconfiglib warnings
         # (whitespace in prompts, selects of choice symbols): not the user's business.
         super().__init__("Kconfig", warn=False, warn_to_stderr=False)
 
-    def _tokenize(self, s):
-        tokens = super()._tokenize(s)
+    def _tokenize(self, s: str) -> list[Any]:
+        tokens: list[Any] = super()._tokenize(s)
         if tokens[0] is kconfiglib._T_MODULES:   # bare `modules` (Linux >= 5.13)
             return [kconfiglib._T_OPTION, *tokens]
         return tokens
 
-    def __getstate__(self):
+    def __getstate__(self) -> tuple[dict[str, Any], dict[str, Any]]:
         state, slots = super().__getstate__()
         # The method of the Kconfig file the parse read (closed since): nothing reads it later.
         return state, {k: v for k, v in slots.items() if k != "_readline"}
 
 
 @contextlib.contextmanager
-def _environment(env: dict[str, str]):
+def _environment(env: dict[str, str]) -> Iterator[None]:
     """kconfiglib reads the environment (srctree, $(VAR) expansion) while it parses."""
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
@@ -162,7 +164,7 @@ def _environment(env: dict[str, str]):
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def _gc_paused() -> Iterator[None]:
     """A parse or a load allocates about a million long-lived objects and frees none: the
     cyclic collector would rescan them again and again for nothing (twice as long)."""
     was_enabled = gc.isenabled()
@@ -226,20 +228,23 @@ class KconfigTree:
     def value(self, sym: kconfiglib.Symbol) -> str | None:
         """The option's value as a .config writes it: y/m/n, a number, a quoted string;
         None for a non-bool option the config does not set (its dependencies are unmet)."""
-        if sym.orig_type in BOOL_TRISTATE:
-            return sym.str_value
-        if not sym.config_string:
+        if sym.orig_type not in BOOL_TRISTATE and not sym.config_string:
             return None
+        text: str = sym.str_value
         if sym.orig_type is kconfiglib.STRING:
-            return f'"{kconfiglib.escape(sym.str_value)}"'
-        return sym.str_value
+            return f'"{kconfiglib.escape(text)}"'
+        return text
 
     def resolved(self) -> dict[str, str]:
         """The config make olddefconfig would write for the loaded values, as a dict."""
-        out = {}
+        out: dict[str, str] = {}
         for sym in self.kconf.unique_defined_syms:
             if sym.config_string or _written_for_imply(sym):
-                out["CONFIG_" + sym.name] = self.value(sym)
+                value = self.value(sym)
+                # Never None here: a bool/tristate always has a value, any other symbol
+                # has one when it has a config_string.
+                if value is not None:
+                    out["CONFIG_" + sym.name] = value
         return out
 
     # --- loading configs ------------------------------------------------------------------
@@ -401,7 +406,7 @@ def _save(kconf: _Kconfig, path: Path) -> None:
     6.12 (each level takes ~100 bytes of C stack): pickle in a thread whose stack holds
     ten times that depth. Loading is iterative and needs none of this. A cache that cannot
     be written only costs the next command a parse."""
-    def dump():
+    def dump() -> None:
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(_PICKLE_DEPTH)
         try:

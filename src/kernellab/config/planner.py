@@ -13,8 +13,10 @@ recommends.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import kconfiglib
 from kconfiglib import AND, EQUAL, NOT, OR, UNEQUAL, expr_value, split_expr
@@ -27,10 +29,18 @@ _DEPTH = 25  # a safety net: the deepest chains in Linux 6.x are about half as l
 # Turning off an option more than this many others select is a decision about all of
 # them, not a consequence to apply quietly.
 _MAX_SELECTORS = 3
-_UNKNOWN = object()
 
-# A kconfiglib expression: a symbol, a choice, or a tuple (operator, operands...).
-Expr = kconfiglib.Symbol | kconfiglib.Choice | tuple
+
+class _Unknown(enum.Enum):
+    """Not computed yet (None is an answer)."""
+    UNKNOWN = enum.auto()
+
+
+_UNKNOWN = _Unknown.UNKNOWN
+
+# A kconfiglib expression: a symbol, a choice, or a tuple (operator, operands...). Any for
+# the type checker: kconfiglib is untyped, and the code tells the three apart by class.
+Expr: TypeAlias = Any
 
 
 @dataclass
@@ -47,8 +57,8 @@ class Need:
     setting: Setting | None = None   # the assignment that meets it once its needs are met
     # Needs are shared (a DAG: many options need the same PCI=y), so the answers below are
     # computed once, when the plan is complete.
-    _reason: object = field(default=_UNKNOWN, repr=False, compare=False)
-    _settings: object = field(default=_UNKNOWN, repr=False, compare=False)
+    _reason: str | None | _Unknown = field(default=_UNKNOWN, repr=False, compare=False)
+    _settings: list[Setting] | None | _Unknown = field(default=_UNKNOWN, repr=False, compare=False)
 
     def reason(self) -> str | None:
         """The first reason, depth first, why this cannot be met."""
@@ -78,10 +88,10 @@ class Need:
             out[self.setting] = None
         return list(out)
 
-    def to_dict(self, shown: set[int] | None = None) -> dict:
+    def to_dict(self, shown: set[int] | None = None) -> dict[str, Any]:
         """A need met the same way elsewhere in the plan is given in full once."""
         shown = set() if shown is None else shown
-        out = {"condition": self.text, "now": self.now, "blocked": self.blocked, "manual": self.manual}
+        out: dict[str, Any] = {"condition": self.text, "now": self.now, "blocked": self.blocked, "manual": self.manual}
         if id(self) in shown:
             return out | {"see_above": True}
         shown.add(id(self))
@@ -94,7 +104,7 @@ def plan(tree: KconfigTree, sym: kconfiglib.Symbol, value: str) -> Need:
 
 
 class _Planner:
-    def __init__(self, tree: KconfigTree):
+    def __init__(self, tree: KconfigTree) -> None:
         self.tree = tree
         self.visiting: set[tuple[str, str]] = set()
         self.planned: dict[tuple[str, str, bool], Need] = {}
@@ -134,7 +144,7 @@ class _Planner:
             return f"{sym.name} is a constant"
         return f"{sym.name} is not defined for {self.tree.profile.name} in Linux {self.tree.source.version}"
 
-    def _tristate(self, need: Need, sym, target: int, depth: int) -> None:
+    def _tristate(self, need: Need, sym: kconfiglib.Symbol, target: int, depth: int) -> None:
         setting = Setting("CONFIG_" + sym.name, "nmy"[target], "kernellab audit")
         if target == 0:
             self._off(need, sym, setting, depth)
@@ -153,7 +163,7 @@ class _Planner:
         need.needs += self._best([self.expr(cond, level, depth) for cond in prompts])
         need.setting = setting
 
-    def _off(self, need: Need, sym, setting: Setting, depth: int) -> None:
+    def _off(self, need: Need, sym: kconfiglib.Symbol, setting: Setting, depth: int) -> None:
         """Turning an option off: whatever selects it must go off, and then its prompt says
         n, or, without a prompt, its dependencies go off to drop its default."""
         selectors = [t for t in split_expr(sym.rev_dep, OR) if expr_value(t)]
@@ -183,7 +193,7 @@ class _Planner:
             else:
                 need.needs.append(self.expr(sym.direct_dep, 0, depth))
 
-    def _forced_on(self, need: Need, sym, target: int, depth: int) -> None:
+    def _forced_on(self, need: Need, sym: kconfiglib.Symbol, target: int, depth: int) -> None:
         """A promptless option comes on through a select, an imply or a default: try each way."""
         ways = [term for term in split_expr(sym.rev_dep, OR) if term is not self.tree.kconf.n]
         ways += [self._and(term, sym.direct_dep) for term in split_expr(sym.weak_rev_dep, OR)
@@ -200,7 +210,7 @@ class _Planner:
             need.blocked = f"{sym.name} has no prompt and cannot be forced on: {chosen[0].reason()}"
         need.needs += chosen
 
-    def _literal(self, need: Need, sym, value: str, depth: int) -> None:
+    def _literal(self, need: Need, sym: kconfiglib.Symbol, value: str, depth: int) -> None:
         """An int, hex or string option: its prompt must be visible and the value in range."""
         prompts = [node.prompt[1] for node in sym.nodes if node.prompt]
         if not prompts:
@@ -219,7 +229,7 @@ class _Planner:
                 return
         need.setting = Setting("CONFIG_" + sym.name, value, "kernellab audit")
 
-    def _by_default(self, need: Need, sym, value: str, depth: int) -> None:
+    def _by_default(self, need: Need, sym: kconfiglib.Symbol, value: str, depth: int) -> None:
         """A promptless int, hex or string option (HZ) takes the first default whose
         condition holds: meet the condition of a default giving `value`. Defaults before it
         are taken to switch off with it, as choice-driven ones (HZ_250, HZ_1000) do; the audit
@@ -230,7 +240,7 @@ class _Planner:
             return
         need.needs += self._best([self.expr(cond, 2, depth) for cond in conds])
 
-    def expr(self, expr, target: int, depth: int) -> Need:
+    def expr(self, expr: Expr, target: int, depth: int) -> Need:
         """A Need for an expression to reach at least `target` (0: to be n)."""
         if expr.__class__ is kconfiglib.Symbol:
             return self._symbol_term(expr, target, depth)
@@ -273,7 +283,7 @@ class _Planner:
             value = "y"
         return self.symbol(sym, value, depth=depth + 1)
 
-    def _relation(self, need: Need, expr, target: int, depth: int) -> None:
+    def _relation(self, need: Need, expr: Expr, target: int, depth: int) -> None:
         """`A = y`-style tests on a tristate become assignments; anything else (numbers,
         strings) is up to the user."""
         op, left, right = expr
@@ -292,7 +302,7 @@ class _Planner:
                 return
         need.manual = True
 
-    def _and(self, a, b):
+    def _and(self, a: Expr, b: Expr) -> Expr:
         y = self.tree.kconf.y
         return b if a is y else a if b is y else (AND, a, b)
 
@@ -304,7 +314,7 @@ class _Planner:
         if any(o.met for o in options):
             return []
 
-        def cost(o: Need):
+        def cost(o: Need) -> tuple[bool, bool, int]:
             settings = o.settings()
             return (o.reason() is not None, settings is None, len(settings or ()))
         return _spliced([min(options, key=cost)])
@@ -312,7 +322,7 @@ class _Planner:
 
 def _spliced(needs: Iterable[Need]) -> list[Need]:
     """Unmet needs, with groups replaced by their members: "A && B" reads as A, then B."""
-    out = []
+    out: list[Need] = []
     for n in needs:
         if n.all_of and not n.blocked and not n.manual:
             out += n.needs
@@ -359,10 +369,12 @@ def _range(sym: kconfiglib.Symbol) -> tuple[int, int] | None:
 
 def expr_text(expr: Expr) -> str:
     """An expression as Kconfig writes it, with choices named by their prompt."""
-    return kconfiglib.expr_str(expr, _item_text)
+    text: str = kconfiglib.expr_str(expr, _item_text)
+    return text
 
 
 def _item_text(item: kconfiglib.Symbol | kconfiglib.Choice) -> str:
     if item.__class__ is kconfiglib.Choice and item.nodes and item.nodes[0].prompt:
         return f'<choice "{item.nodes[0].prompt[0]}">'
-    return kconfiglib.standard_sc_expr_str(item)
+    text: str = kconfiglib.standard_sc_expr_str(item)
+    return text

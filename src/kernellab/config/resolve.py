@@ -35,7 +35,7 @@ class ResolvedConfig:
     base: str
     text: str
     requested: list[Setting]
-    dropped: list[dict] = field(default_factory=list)
+    dropped: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def values(self) -> dict[str, str]:
@@ -80,7 +80,8 @@ def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
     return resolved
 
 
-def _base(source, profile, toolchain, base, workdir) -> tuple[str, list[Setting]]:
+def _base(source: Source, profile: ArchProfile, toolchain: Toolchain, base: str,
+          workdir: Path) -> tuple[str, list[Setting]]:
     """The base config text, and any settings that come with the base and must be checked."""
     if base in MAKE_BASES:
         return _make_base(source, profile, toolchain, base, workdir), []
@@ -99,7 +100,7 @@ def _base(source, profile, toolchain, base, workdir) -> tuple[str, list[Setting]
     raise LabError(f"unknown config base {base!r}: use one of {', '.join(BASES)} or a .config path")
 
 
-def _make_base(source, profile, toolchain, target, workdir) -> str:
+def _make_base(source: Source, profile: ArchProfile, toolchain: Toolchain, target: str, workdir: Path) -> str:
     # Board defconfigs live in subdirectories (44x/bamboo_defconfig): flatten the name.
     cached = workdir / f"base-{target.replace('/', '_')}.config"
     if not cached.exists():
@@ -140,12 +141,12 @@ def _host_debian_arch() -> str:
     return out.strip()
 
 
-def _make(source, profile, toolchain, workdir: Path, target: str) -> None:
+def _make(source: Source, profile: ArchProfile, toolchain: Toolchain, workdir: Path, target: str) -> None:
     argv = ["make", "-s", "-C", str(source.tree), f"O={workdir}",
             *make_vars(profile, toolchain), target]
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
-        lines = [l for l in (result.stderr + result.stdout).splitlines() if l.strip()]
+        lines = [text for text in (result.stderr + result.stdout).splitlines() if text.strip()]
         raise LabError(f"`make {target}` failed for {source.spec} {profile.name}: "
                        f"{lines[-1] if lines else 'no output'}")
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from .. import modes
 from ..errors import LabError
@@ -55,19 +57,30 @@ class BisectResult:
     builds: int
     boots: int
     wall_s: float
-    probes: list[dict]
+    probes: list[dict[str, Any]]
     adjustments: list[str]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()}
+
+
+class ProberLike(Protocol):
+    """What the search needs of a prober (probe.Prober; the tests' fake)."""
+    builds: int
+    boots: int
+    probes: list[Probe]
+
+    def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe: ...
+
+    def more_runs(self, probe: Probe, *, runs: int) -> None: ...
 
 
 class Bisector:
     """The search itself, over a prober (anything with .probe(label, settings, runs),
     .more_runs(probe, runs=), .builds, .boots, .probes) and the target values."""
 
-    def __init__(self, prober, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
-                 threshold_pct: float = 2.0, log=print):
+    def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
+                 threshold_pct: float = 2.0, log: Callable[[str], None] = print) -> None:
         self.prober, self.target, self.metric = prober, target, metric
         self.mode, self.threshold, self.log = mode, threshold_pct, log
         self.better = describe(metric, "").better
@@ -76,7 +89,8 @@ class Bisector:
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
-                     mode: str = modes.DEFAULT, threshold_pct: float = 2.0, log=print) -> "Bisector":
+                     mode: str = modes.DEFAULT, threshold_pct: float = 2.0,
+                     log: Callable[[str], None] = print) -> Bisector:
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
         if good.boot_words() != bad.boot_words():
@@ -111,8 +125,9 @@ class Bisector:
             rest = removed[0] if len(removed) == 1 else self._probe(
                 "without-culprits", self._without({c.option for c in self.culprits}))
             below = rest.value(self.metric) - good.value(self.metric)
-            if all(c.alone_on_good is not None for c in self.culprits):
-                interaction = total - below - sum(c.alone_on_good for c in self.culprits)
+            alone = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
+            if len(alone) == len(self.culprits):
+                interaction = total - below - sum(alone)
         return BisectResult(
             self.metric, describe(self.metric, "").unit, self.mode, good.value(self.metric),
             bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,

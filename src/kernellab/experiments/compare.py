@@ -6,9 +6,10 @@ into the comparison every view renders.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import modes
@@ -46,7 +47,8 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     return Plan(how.name, min_runs, cap, lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls))
 
 
-def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple[dict[str, Any], list[str]]:
+def run_experiment(exp: Experiment, store: Store, how: Plan,
+                   log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
     """Returns (report, failures). Builds everything first, so a build error stops the
     experiment before any guest time is spent. Runs interleave the variants (A B A B ...)
     so that a drift of the host affects them alike. In wall mode, runs continue past
@@ -62,7 +64,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
         records.append(VariantRecord(prepared))
     for r in records:
         name = r.prepared.spec.name
-        r.build = lab.ensure_built(r.prepared, store, log=lambda m, n=name: log(f"{n}: {m}"))
+        r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
     # Build-only variants (no QEMU machine for their arch) stop here: build and size rows.
@@ -76,7 +78,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
         # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
         # systematic advantage from the host's state.
         order = booted if i % 2 == 0 else booted[::-1]
-        for r, outcome in zip(order, _one_round(order, store, how, initrds)):
+        for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
                 f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
@@ -92,11 +94,17 @@ def run_experiment(exp: Experiment, store: Store, how: Plan, log=print) -> tuple
     return build_report(exp.name, exp.description, records, store, how.mode), failures
 
 
-def _one_round(records, store: Store, how: Plan, initrds) -> list[lab.RunOutcome]:
+def _prefixed(log: Callable[[str], None], name: str) -> Callable[[str], None]:
+    """`log`, each message prefixed with a variant's name."""
+    return lambda message: log(f"{name}: {message}")
+
+
+def _one_round(records: list[VariantRecord], store: Store, how: Plan,
+               initrds: dict[str, Path]) -> list[lab.RunOutcome]:
     """One run of every variant. In a deterministic mode guest time does not depend on
     what the host does, so the variants boot side by side, one per core; otherwise they
     take turns, since each would slow the other down."""
-    def run(r, on_store):
+    def run(r: VariantRecord, on_store: Store) -> lab.RunOutcome:
         target = how.target(r.prepared.profile) if how.target else None
         return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], target)
 
@@ -104,7 +112,7 @@ def _one_round(records, store: Store, how: Plan, initrds) -> list[lab.RunOutcome
     if not modes.get(how.mode).deterministic or workers < 2:
         return [run(r, store) for r in records]
 
-    def run_in_thread(r):
+    def run_in_thread(r: VariantRecord) -> lab.RunOutcome:
         own = Store(store.path)  # an SQLite connection belongs to the thread that opened it
         try:
             return run(r, own)
@@ -115,7 +123,7 @@ def _one_round(records, store: Store, how: Plan, initrds) -> list[lab.RunOutcome
         return list(pool.map(run_in_thread, records))
 
 
-def _imprecise(records, store, mode) -> list[str]:
+def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:
     if modes.get(mode).deterministic:
         return []  # reruns are identical: another one adds nothing
     by_metric: dict[str, dict[str, list[float]]] = {}

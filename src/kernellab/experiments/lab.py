@@ -7,17 +7,20 @@ was. The store learns of a variant when it is built or run.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import arches, build as builder, sources, toolchain as toolchains
+from .. import arches, sources
+from .. import build as builder
+from .. import toolchain as toolchains
 from ..agent.compile import agent_binary, cross_targets
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
+from ..guest.session import Sample, Session, console_samples
 from ..initramfs import agent_initramfs
 from ..metrics.catalog import describe
-from ..guest.session import Sample, Session, console_samples
 from ..sources import Source
 from ..store import Store
 from ..targets import Target
@@ -59,7 +62,7 @@ def record_variant(p: Prepared, store: Store) -> int:
                              json.dumps(p.spec.sysctls, sort_keys=True) if p.spec.sysctls else "")
 
 
-def ensure_built(p: Prepared, store: Store, log=None) -> Build:
+def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None) -> Build:
     result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
     store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result

@@ -23,7 +23,7 @@ class Probe:
     label: str
     requested: dict[str, str]     # options set on top of the base config
     config: dict[str, str]        # the resolved config
-    dropped: list[dict]           # requests olddefconfig did not keep
+    dropped: list[dict[str, str]]  # requests olddefconfig did not keep
     build: Build
     runs: dict[str, list[float]]  # metric -> one value (median of repeats) per run
     boots: int = 0                # boots this probe cost now (reused runs cost none)
@@ -45,7 +45,7 @@ class Prober:
     boots: int = 0
     probes: list[Probe] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         unknown = [m for m in self.metrics if describe(m, "").group == "other"]
         if unknown:
             raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
@@ -78,7 +78,7 @@ class Prober:
         self.probes.append(result)
         return result
 
-    def more_runs(self, probe: Probe, prepared=None, runs: int = 1) -> None:
+    def more_runs(self, probe: Probe, prepared: lab.Prepared | None = None, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
         prepared = prepared or lab.prepare(self._spec(probe.label, probe.requested))
         initrd = lab.initramfs_for(prepared)
@@ -134,6 +134,7 @@ def distinguishable(low: list[float], high: list[float], better: str, mode: str,
     c = compare_samples(low, high, better)
     if not c.testable:
         return None
+    assert c.p_value is not None   # a testable comparison has its p-value
     if c.p_value < alpha:
         return big
     return False if not big else None

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .. import datafile, modes
 from ..config.dotconfig import Setting, parse_line, parse_settings
@@ -65,7 +66,7 @@ class VariantSpec:
             out.append(setting)
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "base": self.base, "fragments": self.fragments,
                 "options": self.options, "source": self.source, "arch": self.arch,
                 "boot_args": self.boot_args, "sysctls": self.sysctls}

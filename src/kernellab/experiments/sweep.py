@@ -14,8 +14,10 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import modes
 from ..build import build_tree
@@ -37,7 +39,7 @@ class Flip:
     rebuild_objects: int          # objects whose dependencies name the option
     also_changed: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
-    effects: dict[str, dict] = field(default_factory=dict)   # metric -> comparison
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
     build_s: float = 0.0
     built: bool = False
 
@@ -58,7 +60,7 @@ class SweepResult:
             return -abs(pct) if pct is not None else 0.0
         return sorted(self.flips, key=size)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "metrics": self.metrics, "baseline": self.baseline,
                 "builds": self.builds, "boots": self.boots, "wall_s": self.wall_s,
                 "flips": [f.__dict__ for f in self.flips]}
@@ -89,7 +91,8 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 
 
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
-          mode: str = modes.DEFAULT, runs: int | None = None, log=print) -> SweepResult:
+          mode: str = modes.DEFAULT, runs: int | None = None,
+          log: Callable[[str], None] = print) -> SweepResult:
     start = time.monotonic()
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")

@@ -1,1 +1,2 @@
-"""What a booted kernel says: the agent's framed records, the kernel's console, and the measurement session that turns both into samples and a verdict."""
+"""What a booted kernel says: the agent's framed records, the kernel's console, and the
+measurement session that turns both into samples and a verdict."""

@@ -63,7 +63,7 @@ def milestones(lines: list[ConsoleLine]) -> list[Milestone]:
                 printk = line.printk_s
                 if name == "first_output" and printk is None:
                     # The decompressor speaks before printk exists; take printk's zero point.
-                    printk = next((l.printk_s for l in lines if l.printk_s is not None), None)
+                    printk = next((ln.printk_s for ln in lines if ln.printk_s is not None), None)
                 found[name] = Milestone(name, line.host_s, printk)
     return [found[name] for name, _ in MILESTONES if name in found]
 

@@ -73,7 +73,7 @@ def _check_sample(fields: dict[str, str], payload: str) -> None:
 class RecordStream:
     """Feeds console lines in order; checks sequence numbers so a lost record is noticed."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.records: list[Record] = []
         self.rejected: list[str] = []
         self.ended = False

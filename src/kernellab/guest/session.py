@@ -12,13 +12,14 @@ moment it is read, so that whatever stops the boot loses nothing already measure
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..agent.version import check_hello
 from ..errors import LabError
-from ..targets import Console, Exit
 from ..metrics.catalog import describe
+from ..targets import Console, Exit
 from .console import ConsoleLine, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
 
@@ -74,7 +75,7 @@ class SessionResult:
 
 
 class Session:
-    def __init__(self, sink: Sink, on_line=None):
+    def __init__(self, sink: Sink, on_line: Callable[[ConsoleLine], object] | None = None) -> None:
         self.sink = sink
         self.on_line = on_line
         self.stream = RecordStream()

@@ -28,6 +28,7 @@ A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -193,7 +194,7 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
                 expect=expect, evidence=evidence)
 
 
-def _parse_expect(raw, fail) -> dict[str, dict[str, tuple[str, ...]] | None]:
+def _parse_expect(raw: object, fail: Callable[[str], LabError]) -> dict[str, dict[str, tuple[str, ...]] | None]:
     if raw is None:
         raise fail("missing 'expect'")
     if not isinstance(raw, dict) or not raw:
@@ -210,14 +211,14 @@ def _parse_expect(raw, fail) -> dict[str, dict[str, tuple[str, ...]] | None]:
     return resolved
 
 
-def _parse_table(key: str, value, fail) -> dict[str, tuple[str, ...]] | None:
+def _parse_table(key: str, value: object, fail: Callable[[str], LabError]) -> dict[str, tuple[str, ...]] | None:
     if value == SKIP:
         return None
     if not isinstance(value, dict):
         raise fail(f"expect.{key} must be a table of options or \"skip\"")
     if not value:
         raise fail(f"empty expect: expect.{key} names no option")
-    table = {}
+    table: dict[str, tuple[str, ...]] = {}
     for option, accepted in value.items():
         if not _OPTION.fullmatch(option):
             raise fail(f"option name {option!r} in expect.{key} does not match CONFIG_[A-Z0-9_]+")
@@ -232,7 +233,7 @@ def _parse_table(key: str, value, fail) -> dict[str, tuple[str, ...]] | None:
     return table
 
 
-def _parse_evidence(raw: list[_EvidenceTable], fail) -> tuple[Evidence, ...]:
+def _parse_evidence(raw: list[_EvidenceTable], fail: Callable[[str], LabError]) -> tuple[Evidence, ...]:
     if not raw:
         raise fail("missing evidence: at least one [[rule.evidence]] is required")
     for i, ev in enumerate(raw, 1):

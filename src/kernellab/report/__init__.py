@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
@@ -20,7 +21,7 @@ def fmt_value(value: float, unit: str) -> str:
     return f"{value:.1f}"
 
 
-def fmt_cell(v: dict | None, unit: str) -> str:
+def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     if v is None:
         return "-"
     if "not_available" in v:
@@ -32,7 +33,7 @@ def fmt_cell(v: dict | None, unit: str) -> str:
     return text
 
 
-def fmt_delta(metric: dict, variant: str) -> str:
+def fmt_delta(metric: dict[str, Any], variant: str) -> str:
     d = metric["delta_pct"].get(variant)
     if d is None:
         return "-"
@@ -45,7 +46,7 @@ def fmt_delta(metric: dict, variant: str) -> str:
     return text
 
 
-def targets(report: dict) -> list[str]:
+def targets(report: dict[str, Any]) -> list[str]:
     """Each distinct target the runs were measured on, as one line."""
     seen: dict[str, None] = {}
     for v in report["variants"]:
@@ -57,7 +58,7 @@ def targets(report: dict) -> list[str]:
     return list(seen) or ["none (build only)"]
 
 
-def header_lines(report: dict) -> list[str]:
+def header_lines(report: dict[str, Any]) -> list[str]:
     m = report["machine"]
     runs = ", ".join(f"{name} {n}" for name, n in report["runs_per_variant"].items())
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
@@ -86,18 +87,19 @@ def header_lines(report: dict) -> list[str]:
     return lines
 
 
-def footer_lines(report: dict) -> list[str]:
+def footer_lines(report: dict[str, Any]) -> list[str]:
     hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
     if not hidden:
         return []
     return [f"not shown, meaningless in {report['mode']} mode (measured, kept in JSON/CSV): {', '.join(hidden)}"]
 
 
-def shown_metrics(report: dict, show_all: bool) -> list[dict]:
+def shown_metrics(report: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
     """The rows of a table: every metric valid in the mode; uncatalogued meminfo fields and
     all but the slowest initcalls only with show_all."""
+    metrics: list[dict[str, Any]] = report["metrics"]
     if show_all:
-        return report["metrics"]
+        return metrics
     first = report["variants"][0]["name"]
     initcalls = [m for m in report["metrics"] if m["group"] == "initcalls"]
     slowest = {m["name"] for m in sorted(initcalls, key=lambda m: -m["values"].get(first, {}).get("median", 0))
@@ -108,7 +110,7 @@ def shown_metrics(report: dict, show_all: bool) -> list[dict]:
             and (m["group"] != "initcalls" or m["name"] in slowest)]
 
 
-def render(report: dict, fmt: str, show_all: bool = False) -> str:
+def render(report: dict[str, Any], fmt: str, show_all: bool = False) -> str:
     if fmt == "json":
         return json.dumps(report, indent=2)
     if fmt == "csv":
@@ -119,7 +121,7 @@ def render(report: dict, fmt: str, show_all: bool = False) -> str:
     return table_text(report, show_all)
 
 
-def _csv(report: dict) -> str:
+def _csv(report: dict[str, Any]) -> str:
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["metric", "unit", "better", "mode", "valid_in_mode", "variant", "median", "n", "q1", "q3",
@@ -135,9 +137,9 @@ def _csv(report: dict) -> str:
     return out.getvalue()
 
 
-def _markdown(report: dict, show_all: bool) -> str:
+def _markdown(report: dict[str, Any], show_all: bool) -> str:
     names = [v["name"] for v in report["variants"]]
-    lines = [f"### {report['experiment']}", ""] + [f"- {l}" for l in header_lines(report)] + [""]
+    lines = [f"### {report['experiment']}", ""] + [f"- {h}" for h in header_lines(report)] + [""]
     head = ["metric", "unit"] + names + [f"Δ {n}" for n in names[1:]]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
@@ -149,7 +151,7 @@ def _markdown(report: dict, show_all: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(report: dict, threshold_pct: float = 5.0) -> str:
+def summary(report: dict[str, Any], threshold_pct: float = 5.0) -> str:
     """A written summary in the manner of the seed studies: the changes that matter.
     In wall mode only significant changes count; in icount mode the differences are
     exact, and those of at least threshold_pct are named."""

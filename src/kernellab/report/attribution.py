@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import modes
 from ..metrics.catalog import describe
 from . import fmt_value
 
 
-def bisect_text(r: dict) -> str:
+def bisect_text(r: dict[str, Any]) -> str:
     unit = r["unit"]
     total = r["bad"] - r["good"]
     lines = [f"bisect on {r['metric']} ({unit}), {modes.get(r['mode']).summary}",
@@ -16,14 +18,16 @@ def bisect_text(r: dict) -> str:
     if not r["culprits"]:
         lines.append(f"no option moves the metric by the threshold ({r['threshold_pct']:g}%): no culprit")
     for c in r["culprits"]:
-        alone = "-" if c["alone_on_good"] is None else f"{c['alone_on_good']:+.4g} {unit} ({_pct(c['alone_on_good'], r['good'])})"
+        alone = ("-" if c["alone_on_good"] is None
+                 else f"{c['alone_on_good']:+.4g} {unit} ({_pct(c['alone_on_good'], r['good'])})")
         removed = "-" if c["removed_from_bad"] is None else f"{c['removed_from_bad']:+.4g} {unit}"
         lines.append(f"  culprit {c['option']}={c['value']}: alone on good {alone}; removed from bad {removed}")
         lines += [f"    note: {n}" for n in c["notes"]]
     if r["culprits"] and r["below_threshold"] is not None:
-        lines.append(f"  below the threshold: {r['below_threshold']:+.4g} {unit} ({_share(r['below_threshold'], total)} "
-                     f"of the difference): what BAD's other options do together, none of them moving a probe "
-                     f"by {r['threshold_pct']:g}%; a lower --threshold names them")
+        lines.append(f"  below the threshold: {r['below_threshold']:+.4g} {unit} "
+                     f"({_share(r['below_threshold'], total)} of the difference): what BAD's other options "
+                     f"do together, none of them moving a probe by {r['threshold_pct']:g}%; "
+                     "a lower --threshold names them")
     if r["interaction"] is not None:
         lines.append(f"  interaction: {r['interaction']:+.4g} {unit} (what the culprits do together beyond "
                      "their own effects)")
@@ -36,7 +40,7 @@ def bisect_text(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep_text(r: dict) -> str:
+def sweep_text(r: dict[str, Any]) -> str:
     lines = [f"sweep over {len(r['flips'])} option(s), {modes.get(r['mode']).summary}"]
     for metric in r["metrics"]:
         unit = describe(metric, "").unit

@@ -55,7 +55,7 @@ def samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[fl
 
 
 def _check_poolable(r: VariantRecord, store: Store) -> None:
-    kinds = {}
+    kinds: dict[tuple[int, str | None], list[int]] = {}
     for outcome in r.runs:
         row = store.run(outcome.run_id)
         if row is not None and row["agent_version"] is not None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
 from . import fmt_cell, fmt_delta, footer_lines, header_lines, shown_metrics, summary
 
 
-def table_text(report: dict, show_all: bool = False) -> str:
+def table_text(report: dict[str, Any], show_all: bool = False) -> str:
     names = [v["name"] for v in report["variants"]]
     table = Table(title=f"kernellab compare: {report['experiment']}", title_justify="left")
     table.add_column("metric")
