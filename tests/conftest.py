@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from kernellab.experiments import lab
+from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fake_lab.py)
+from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
 
@@ -23,8 +24,8 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minimal(store):
     """Debian 6.1, x86_64, lab-minimal: prepared and built."""
-    prepared = lab.prepare(parse_short("lab-minimal=lab-minimal"))
-    return prepared, lab.ensure_built(prepared, store)
+    prepared = lab_stage.prepare(parse_short("lab-minimal=lab-minimal"))
+    return prepared, lab_stage.ensure_built(prepared, store)
 
 
 def kernellab(*args, store_path, timeout=900):

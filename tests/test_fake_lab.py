@@ -15,8 +15,6 @@ import time
 
 import pytest
 
-from fakes import lab  # noqa: F401  (the fixture)
-
 
 def report(lab, capsys, *variants, extra=(), expect=0):
     out = lab.tmp / "report.json"
@@ -90,7 +88,7 @@ def test_build_error_exits_2_with_one_line_naming_the_error(lab, capsys):
     assert lab.main("build", "tinyconfig+CONFIG_FAKE_BROKEN=y") == 2
     captured = capsys.readouterr()
     # Progress lines ("· building ..."), then the error in one line.
-    lines = [l for l in captured.err.splitlines() if not l.startswith("· ")]
+    lines = [line for line in captured.err.splitlines() if not line.startswith("· ")]
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("kernellab: error: build failed: ")
     assert "drivers/fake/broken.c:7:16: error: implicit declaration of function" in lines[0]
@@ -209,10 +207,6 @@ def _join_compare_threads(timeout_s=30):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="on one core the variants boot one after the other")
-@pytest.mark.xfail(strict=True, reason=(
-    "kernellab bug: compare._one_round boots the variants in ThreadPoolExecutor threads in "
-    "icount mode; a SIGTERM/SIGHUP (KeyboardInterrupt in the main thread) does not reach "
-    "them, so kernellab waits for every guest to finish and stores the runs as ok"))
 def test_a_kill_during_parallel_runs_stops_them_and_marks_them_interrupted(lab, capsys, monkeypatch):
     # Two variants boot side by side (icount, 2 cores); one guest has kernellab killed.
     marker = lab.tmp / "killed-once"

@@ -160,3 +160,13 @@ def test_resolving_a_variant_does_not_touch_the_store(tmp_path, monkeypatch):
 
 def test_frame_round_trip_is_what_the_fake_agent_prints():
     assert agent_lines({}, end=True)[-1] == frame("seq=2 t=end records=2")
+
+
+def test_a_target_without_deterministic_time_refuses_icount(tmp_path):
+    """A target whose clock is the host's (a real machine) cannot give icount figures."""
+    from kernellab.targets import Capabilities
+    target = labfakes.FakeTarget(lambda c: BOOT + agent_lines({"syscall.null": [200.0]}))
+    target.capabilities = Capabilities(boots_kernels=True, measures_running=True, deterministic=False)
+    with pytest.raises(LabError, match="the fake target cannot run icount mode .*use --mode wall"):
+        _run(tmp_path, target)
+    assert target.cmdlines == []  # refused before anything started

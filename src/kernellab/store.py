@@ -106,6 +106,10 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
+            # In WAL mode NORMAL still makes each commit survive the death of the process
+            # (kill -9, a panic of kernellab); only a power loss may lose the last commits.
+            # FULL would fsync every sample.
+            self.db.execute("PRAGMA synchronous=NORMAL")
             self._open_schema()
         except (sqlite3.Error, OSError) as exc:
             raise LabError(f"cannot open the store at {self.path} ({exc}): "

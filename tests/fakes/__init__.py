@@ -23,12 +23,9 @@ cache directory from one session to the next.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import signal
 import sqlite3
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +34,6 @@ import pytest
 FAKES = Path(__file__).resolve().parent
 KERNEL_TREE = FAKES / "kernel"
 FAKE_QEMU = FAKES / "qemu" / "qemu-system-x86_64"
-SHM = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
 @dataclass
@@ -95,11 +91,10 @@ def use_fake_qemu(monkeypatch, binary: Path) -> None:
     monkeypatch.setattr(arches, "load", load)
 
 
-def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None,
-             store_dir: Path | None = None) -> FakeLab:
+def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None) -> FakeLab:
     """Point kernellab at the fake tree and QEMU, with everything in tmp_path; `shared`:
     where the agent binary and the ccache live across tests (default: the session's tmp
-    directory); `store_dir`: where the store goes (default tmp_path)."""
+    directory)."""
     cache = tmp_path / "cache"
     cache.mkdir()
     shared = shared or tmp_path.parent / "fake-lab-shared"  # tmp_path.parent: the session's
@@ -119,7 +114,7 @@ def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None,
     qemu.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_QEMU}" "$@"\n')
     qemu.chmod(0o755)
     use_fake_qemu(monkeypatch, qemu)
-    return FakeLab(tmp_path, KERNEL_TREE, cache, (store_dir or tmp_path) / "lab.sqlite", qemu)
+    return FakeLab(tmp_path, KERNEL_TREE, cache, tmp_path / "lab.sqlite", qemu)
 
 
 @pytest.fixture
@@ -129,13 +124,8 @@ def lab(tmp_path, monkeypatch, request):
     # pytest's cache directory keeps the agent binary from one session to the next.
     cache = getattr(request.config, "cache", None)
     shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
-    # The store commits every sample (an fsync each): on a busy disk that is most of a
-    # test's time. In memory (tmpfs) when there is one.
-    store_dir = Path(tempfile.mkdtemp(prefix="kernellab-fake-lab-", dir=SHM)) if SHM else None
     try:
-        yield fake_lab(tmp_path, monkeypatch, shared, store_dir)
+        yield fake_lab(tmp_path, monkeypatch, shared)
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
-        if store_dir:
-            shutil.rmtree(store_dir, ignore_errors=True)

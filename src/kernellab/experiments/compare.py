@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,23 +104,34 @@ def _one_round(records: list[VariantRecord], store: Store, how: Plan,
     """One run of every variant. In a deterministic mode guest time does not depend on
     what the host does, so the variants boot side by side, one per core; otherwise they
     take turns, since each would slow the other down."""
-    def run(r: VariantRecord, on_store: Store) -> lab.RunOutcome:
+    def run(r: VariantRecord, on_store: Store, cancellation: lab.Cancellation | None = None) -> lab.RunOutcome:
         target = how.target(r.prepared.profile) if how.target else None
-        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], target)
+        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], target,
+                       cancellation)
 
     workers = min(len(records), os.cpu_count() or 1)
     if not modes.get(how.mode).deterministic or workers < 2:
         return [run(r, store) for r in records]
 
+    cancellation = lab.Cancellation()
+
     def run_in_thread(r: VariantRecord) -> lab.RunOutcome:
         own = Store(store.path)  # an SQLite connection belongs to the thread that opened it
         try:
-            return run(r, own)
+            return run(r, own, cancellation)
         finally:
             own.close()
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run_in_thread, records))
+        futures = [pool.submit(run_in_thread, r) for r in records]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt as exc:
+            # The signal reached this thread only: stop the runs the workers are reading,
+            # which end as interrupted with what they measured; then stop too.
+            cancellation.cancel(exc.args[0] if exc.args else "Ctrl-C")
+            wait(futures)
+            raise
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

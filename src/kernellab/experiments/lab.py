@@ -7,11 +7,12 @@ was. The store learns of a variant when it is built or run.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import arches, sources
+from .. import arches, modes, sources
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import agent_binary, cross_targets
@@ -23,7 +24,7 @@ from ..initramfs import agent_initramfs
 from ..metrics.catalog import describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Target
+from ..targets import Console, Target
 from ..targets.qemu import SCRATCH_MIB, QemuTarget
 from .spec import VariantSpec
 
@@ -121,19 +122,54 @@ class _StoreSink:
         self.store.add_unavailable(self.run_id, metric, f"needs {', '.join(lacking)}" if lacking else reason)
 
 
+class Cancellation:
+    """Stops runs that other threads are reading. A signal (Ctrl-C, SIGTERM) reaches only
+    the main thread: when variants boot side by side, the main thread cancels the others'
+    runs, each of which then ends as interrupted, keeping what it measured."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._consoles: set[Console] = set()
+        self.reason: str | None = None
+
+    def watch(self, console: Console) -> None:
+        with self._lock:
+            self._consoles.add(console)
+            if self.reason is not None:
+                console.stop_in(0)
+
+    def unwatch(self, console: Console) -> None:
+        with self._lock:
+            self._consoles.discard(console)
+
+    def cancel(self, reason: str) -> None:
+        with self._lock:
+            self.reason = reason
+            for console in self._consoles:
+                console.stop_in(0)
+
+
 def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
-        initrd: Path | None = None, target: Target | None = None) -> RunOutcome:
+        initrd: Path | None = None, target: Target | None = None,
+        cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once; every sample is committed to the store as its line arrives."""
     initrd = initrd or initramfs_for(p)
     target = target or QemuTarget(p.profile, options.scratch_mib)
+    if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
+        raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "
+                       "use --mode wall")
     variant_id = record_variant(p, store)
     info = target.describe(options.mode)
     with target.start(build.image, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
         run_id = store.start_run(variant_id, build.key, target.name, info.to_dict(), options.mode,
                                  console.command, options.key(initrd, p.spec), initrd.name)
         session = Session(_StoreSink(store, run_id, p.config.values))
+        if cancellation:
+            cancellation.watch(console)
         try:
             result = session.read(console)
+            if cancellation and cancellation.reason is not None:
+                raise KeyboardInterrupt(cancellation.reason)
         except KeyboardInterrupt as exc:
             sink = session.sink
             for sample in console_samples(session.result.lines):  # the milestones it reached
@@ -142,6 +178,9 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
             store.finish_run(run_id, "interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})",
                              session.result.agent_version, session.result.clocksource)
             raise
+        finally:
+            if cancellation:
+                cancellation.unwatch(console)
     store.add_log("console", result.console_log, run_id=run_id)
     if result.rejected:
         store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
