@@ -85,7 +85,7 @@ def test_bootable_profile_names_its_emulator_and_agent(name):
     assert p.qemu.console and p.qemu.args
     # The agent build it runs exists, and is compiled for the same ISA as the kernel.
     target = cross_targets()[p.agent_arch]
-    assert target["cc"] == p.cc or (name == "x86_64" and target["cc"] == "gcc")
+    assert target.cc == p.cc or (name == "x86_64" and target.cc == "gcc")
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -99,7 +99,7 @@ def test_lab_minimal_fragment_parses_and_covers_the_agent(name):
                    "CONFIG_NO_HZ_IDLE", "CONFIG_HIGH_RES_TIMERS"):
         assert settings.get(option) == "y", f"{p.lab_minimal_fragment}: {option}"
     # A 32-bit agent's glibc uses the 32-bit time syscalls whenever the values fit.
-    if cross_targets().get(p.agent_arch, {}).get("elf", {}).get("class") == 32:
+    if p.agent_arch in cross_targets() and cross_targets()[p.agent_arch].elf.class_ == 32:
         assert settings.get("CONFIG_COMPAT_32BIT_TIME") == "y", p.lab_minimal_fragment
     # The scratch disk: virtio-blk in the kernel exactly where the machine gets one.
     if not p.build_only and p.qemu.disk_args:

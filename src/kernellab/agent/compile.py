@@ -6,12 +6,14 @@ import hashlib
 import os
 import subprocess
 import tempfile
-import tomllib
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-from .. import paths
+from .. import datafile, paths
 from ..errors import LabError
+from ..packages import package_for
 from ..proc import require_tool, run_checked
 
 AGENT_DIR = Path(__file__).parent
@@ -40,7 +42,7 @@ def cache_key(compiler_version: str, files: list[Path]) -> str:
 
 def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
     """Return the agent compiled by `cc`, compiling it only if a source, header or the compiler changed."""
-    require_tool(cc, _apt_package(cc))
+    require_tool(cc, package_for(cc))
     version = run_checked([cc, "--version"], f"{cc} --version").splitlines()[0]
     files = sources()
     binary = paths.cache_dir("agent") / f"agent-{arch_id}-{cache_key(version, files)}"
@@ -59,14 +61,6 @@ def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
     return binary
 
 
-def _apt_package(cc: str) -> str:
-    # Debian names cross compilers gcc-<triplet> for the <triplet>-gcc command.
-    name = Path(cc).name
-    if name.endswith("-gcc"):
-        return "gcc-" + name.removesuffix("-gcc")
-    return name
-
-
 def _first_error(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     # A missing static libc shows up as ld's "cannot find -lc", ahead of collect2's generic error.
@@ -76,6 +70,23 @@ def _first_error(stderr: str) -> str:
     return lines[-1].strip() if lines else "no diagnostics"
 
 
-def cross_targets() -> dict[str, dict[str, Any]]:
-    """arch -> {cc, packages, elf, qemu_user}: how the agent is built for each arch."""
-    return tomllib.loads(CROSS.read_text())
+@dataclass(frozen=True)
+class Elf:
+    """What the compiled binary must be (checked by the tests, under qemu-user)."""
+    class_: Literal[32, 64]
+    endian: Literal["little", "big"]
+    machine: str
+
+
+@dataclass(frozen=True)
+class CrossTarget:
+    cc: str          # the compiler command; packages.txt names its Debian package
+    elf: Elf
+    qemu_user: str   # the user-mode emulator the tests run it with
+
+
+@cache
+def cross_targets() -> dict[str, CrossTarget]:
+    """arch -> how the agent is built for it (agent/cross.toml)."""
+    data = datafile.read_toml(CROSS, "agent/cross.toml")
+    return {arch: datafile.load(CrossTarget, table, f"agent/cross.toml [{arch}]") for arch, table in data.items()}

@@ -103,7 +103,7 @@ def initramfs_for(p: Prepared) -> Path:
     if target is None:
         raise LabError(f"arch profile {p.profile.name}: no agent build {p.profile.agent_arch!r} "
                        f"in agent/cross.toml (one of {', '.join(sorted(cross_targets()))})")
-    return agent_initramfs(agent_binary(target["cc"], p.profile.agent_arch))
+    return agent_initramfs(agent_binary(target.cc, p.profile.agent_arch))
 
 
 class _StoreSink:
