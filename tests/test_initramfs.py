@@ -19,6 +19,21 @@ def test_newc_archive_lists_with_cpio(tmp_path):
     assert (tmp_path / "init").stat().st_mode & 0o777 == 0o755
 
 
-def test_archive_is_deterministic():
-    files = {"init": (0o100755, b"abc")}
-    assert build_cpio(files) == build_cpio(dict(files))
+def test_archive_carries_no_time_owner_or_host_inode():
+    """The same agent gives the same bytes on any machine, any day: every header's mtime,
+    uid and gid are zero and inodes are numbered in name order."""
+    blob = build_cpio({"b": (0o100755, b"abc"), "a": (0o100644, b"de")})
+    offset, inodes = 0, []
+    while True:
+        header = blob[offset:offset + 110]
+        fields = [int(header[6 + 8 * i:14 + 8 * i], 16) for i in range(13)]
+        ino, _mode, uid, gid, _nlink, mtime, size, *_rest, namesize, _check = fields
+        name = blob[offset + 110:offset + 110 + namesize - 1].decode()
+        if name == "TRAILER!!!":
+            break
+        assert (uid, gid, mtime) == (0, 0, 0), name
+        inodes.append((name, ino))
+        offset += 110 + namesize
+        offset += -offset % 4
+        offset += size + (-size % 4)
+    assert inodes == [("a", 1), ("b", 2)]

@@ -1,4 +1,4 @@
-import zlib
+import subprocess
 
 import pytest
 
@@ -7,10 +7,16 @@ from kernellab.guest.records import RecordError, RecordStream, frame, parse
 SAMPLE = "seq=1 t=sample metric=syscall.null unit=ns rep=0 iters=4096 value=206.065"
 
 
-def test_frame_matches_agent_format():
-    line = frame(SAMPLE)
-    assert line == f"@KL {SAMPLE} #{zlib.crc32(SAMPLE.encode()):08x}"
-    rec = parse(line + "\r")
+def test_frame_is_what_the_agent_prints():
+    """The host's framing (used by every fake) is the agent's, line for line."""
+    from kernellab.agent.compile import agent_binary
+    out = subprocess.run([str(agent_binary()), "--only", "syscall.null", "--repeats", "2", "--target-us", "100"],
+                         capture_output=True, text=True, timeout=60).stdout
+    lines = [line for line in out.splitlines() if line.startswith("@KL ")]
+    assert len(lines) > 4
+    for line in lines:
+        assert frame(line[len("@KL "):line.rindex(" #")]) == line
+    rec = parse(frame(SAMPLE) + "\r")
     assert rec.seq == 1 and rec.type == "sample"
     assert rec.fields == {"metric": "syscall.null", "unit": "ns", "rep": "0", "iters": "4096", "value": "206.065"}
 

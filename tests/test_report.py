@@ -89,3 +89,25 @@ def test_csv_has_one_row_per_metric_and_variant(report):
     assert len(rows) == sum(len(m["values"]) for m in report["metrics"])
     assert next(r for r in rows if r["variant"] == "b" and r["metric"] == "ipc.unix_rtt")["not_available"] == \
         "needs CONFIG_UNIX"
+
+
+def test_runs_measured_differently_are_never_pooled(tmp_path):
+    """Two runs of one variant by agents of other record versions, or with other run
+    options, must not become one cell."""
+    from kernellab.experiments.lab import RunOutcome
+    from kernellab.report.model import VariantRecord, samples
+    store = Store(tmp_path / "s.sqlite")
+    p = labfakes.prepared(parse_short("a=lab-minimal"))
+    vid = lab.record_variant(p, store)
+    ids = []
+    for key, version in (("icount i.cpio ", 1), ("icount i.cpio KL_REPEATS=3", 1), ("icount i.cpio ", 2)):
+        run = store.start_run(vid, "k", "fake", {"label": "fake"}, "icount", ["fake"], key, "i.cpio")
+        store.add_sample(run, "syscall.null", "ns", 0, 1, 200.0)
+        store.finish_run(run, "ok", "", agent_version=version)
+        ids.append(run)
+    record = VariantRecord(p, labfakes.build("k"), [RunOutcome(i, "ok", "", 1) for i in ids[:1]])
+    assert samples(record, store)["syscall.null"] == ("ns", [[200.0]])
+    for other in ids[1:]:
+        record.runs = [RunOutcome(ids[0], "ok", "", 1), RunOutcome(other, "ok", "", 1)]
+        with pytest.raises(LabError, match="its runs were measured differently and cannot be pooled"):
+            samples(record, store)
