@@ -37,6 +37,19 @@ def agent_lines(samples: dict[str, list[float]], unavailable: dict[str, str] | N
     return lines
 
 
+class ListSink:
+    """A session's sink that keeps what it is given."""
+
+    def __init__(self):
+        self.samples, self.unavailable_metrics = [], {}
+
+    def sample(self, s):
+        self.samples.append(s)
+
+    def unavailable(self, metric, reason):
+        self.unavailable_metrics[metric] = reason
+
+
 class FakeConsole:
     def __init__(self, script: list[str], hang: bool = False, interrupt_after: int | None = None):
         self.command = ["fake-target"]

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+import labfakes
 from kernellab import arches, datafile, doctor, modes, packages
 from kernellab.agent.compile import cross_targets
 from kernellab.arches import BUILD_ONLY_NOTE, ArchProfile
-from kernellab.build import Build
-from kernellab.config.resolve import ResolvedConfig, packaged_fragment
+from kernellab.config.resolve import packaged_fragment
 from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, packaged_fragments, parse_short
@@ -25,17 +25,7 @@ from kernellab.report import render
 from kernellab.report.model import VariantRecord, _variant_json
 from kernellab.store import Store
 from kernellab.targets.qemu import QemuTarget
-
-
-class ListSink:
-    def __init__(self):
-        self.samples, self.unavailable_metrics = [], {}
-
-    def sample(self, s):
-        self.samples.append(s)
-
-    def unavailable(self, metric, reason):
-        self.unavailable_metrics[metric] = reason
+from labfakes import ListSink
 
 
 def boot(profile, tmp_path, mode="icount", timeout_s=30.0):
@@ -165,22 +155,13 @@ def test_build_only_profile_refuses_to_boot(name, tmp_path):
 
 
 def fake_prepared(spec) -> lab.Prepared:
-    source = types.SimpleNamespace(version="6.1.192", spec="debian:6.1")
-    config = ResolvedConfig("lab-minimal", "CONFIG_PPC_8xx=y\n", [])
-    return lab.Prepared(spec, source, arches.load(spec.arch), None, config)
-
-
-def fake_build(key: str) -> Build:
-    return Build(key=key, artifacts=Path("/nonexistent"), image=Path("/nonexistent/vmlinux"), wall_s=60.0,
-                 user_s=100.0, sys_s=10.0, image_bytes=3 << 20, vmlinux_bytes=3 << 20, text=2 << 20,
-                 data=512 << 10, bss=128 << 10, compiler="powerpc-linux-gnu-gcc 12.2.0", ccache="",
-                 ccache_hit_pct=None, jobs=2, cached=False)
+    return labfakes.prepared(spec, "CONFIG_PPC_8xx=y\n")
 
 
 def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, tmp_path):
     """compare --arch mpc885: builds, boots nothing, and every report view says why."""
     monkeypatch.setattr(lab, "prepare", fake_prepared)
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: fake_build(f"k{p.spec.name}"))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(f"k{p.spec.name}"))
     monkeypatch.setattr(lab, "run", lambda *a, **k: pytest.fail("a build-only variant was booted"))
     exp = Experiment("t", [parse_short("a=lab-minimal", arch="mpc885"),
                            parse_short("b=lab-minimal+mpc885-page-4k", arch="mpc885")])
@@ -201,7 +182,7 @@ def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, 
 
 
 def test_booted_variants_are_not_marked_build_only(tmp_path):
-    variant = _variant_json(VariantRecord(fake_prepared(parse_short("a", arch="s390x")), fake_build("k")),
+    variant = _variant_json(VariantRecord(fake_prepared(parse_short("a", arch="s390x")), labfakes.build("k")),
                             Store(tmp_path / "s.sqlite"))
     assert variant["build_only"] is False and "build_only_note" not in variant
 

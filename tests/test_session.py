@@ -12,18 +12,7 @@ from kernellab.experiments.spec import parse_short
 from kernellab.guest.records import frame
 from kernellab.guest.session import Session
 from kernellab.store import Store
-from labfakes import BOOT, FakeConsole, agent_lines
-
-
-class ListSink:
-    def __init__(self):
-        self.samples, self.unavailable_metrics = [], {}
-
-    def sample(self, s):
-        self.samples.append(s)
-
-    def unavailable(self, metric, reason):
-        self.unavailable_metrics[metric] = reason
+from labfakes import BOOT, FakeConsole, ListSink, agent_lines
 
 
 def read(script, **kw):

@@ -54,7 +54,7 @@ _TEXT_FIELDS = ("id", "title", "category", "rationale", "metric", "expected_chan
 # [[rule]] and a [[rule.evidence]] may have, and their types. What the values must say
 # (ids, profiles, option names and values, metrics) is checked below.
 @dataclass(frozen=True)
-class _EvidenceTable:
+class Evidence:
     source: str
     figure: str
     verified: bool | None = None
@@ -70,20 +70,12 @@ class _RuleTable:
     metric: str
     expected_change: str
     expect: dict[str, Any]
-    evidence: list[_EvidenceTable] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class _RuleFile:
     rule: list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Evidence:
-    source: str
-    figure: str
-    verified: bool | None
-    note: str
 
 
 @dataclass(frozen=True)
@@ -233,7 +225,7 @@ def _parse_table(key: str, value: object, fail: Callable[[str], LabError]) -> di
     return table
 
 
-def _parse_evidence(raw: list[_EvidenceTable], fail: Callable[[str], LabError]) -> tuple[Evidence, ...]:
+def _parse_evidence(raw: list[Evidence], fail: Callable[[str], LabError]) -> tuple[Evidence, ...]:
     if not raw:
         raise fail("missing evidence: at least one [[rule.evidence]] is required")
     for i, ev in enumerate(raw, 1):
@@ -242,4 +234,4 @@ def _parse_evidence(raw: list[_EvidenceTable], fail: Callable[[str], LabError]) 
                 raise fail(f"evidence #{i}: missing or empty {key!r}")
         if ev.verified is False and not ev.note.strip():
             raise fail(f"evidence #{i}: verified = false needs a note saying what could not be checked")
-    return tuple(Evidence(ev.source, ev.figure, ev.verified, ev.note) for ev in raw)
+    return tuple(raw)
