@@ -12,7 +12,6 @@ moment it is read, so that whatever stops the boot loses nothing already measure
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -75,9 +74,8 @@ class SessionResult:
 
 
 class Session:
-    def __init__(self, sink: Sink, on_line: Callable[[ConsoleLine], object] | None = None) -> None:
+    def __init__(self, sink: Sink) -> None:
         self.sink = sink
-        self.on_line = on_line
         self.stream = RecordStream()
         self.result = SessionResult("incomplete", "")
         self.rebooted = False
@@ -98,8 +96,6 @@ class Session:
     def _take(self, line: ConsoleLine, console: Console) -> None:
         r = self.result
         r.lines.append(line)
-        if self.on_line:
-            self.on_line(line)
         if FINAL_LINE.match(line.message):
             self.rebooted = True
             console.stop_in(0)
