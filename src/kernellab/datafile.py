@@ -46,10 +46,6 @@ def load(schema: type[T], data: Any, origin: str) -> T:
     return typing.cast(T, _convert(schema, data, origin))
 
 
-def keys(schema: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(schema)]
-
-
 def _convert(kind: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(kind)
     if dataclasses.is_dataclass(kind):
@@ -104,10 +100,8 @@ def _table(schema: type, value: Any, where: str) -> Any:
         raise LabError(f"{where}: expected a table, got {_got(value)}")
     hints = typing.get_type_hints(schema)
     fields = {f.name: f for f in dataclasses.fields(schema) if f.init}
-    # TOML keys may use dashes where Python needs underscores; a trailing underscore
-    # lets a key be a Python keyword (class_ for "class").
-    by_key = {name.rstrip("_").replace("_", "-"): name for name in fields}
-    by_key.update({name.rstrip("_"): name for name in fields})
+    # A trailing underscore lets a key be a Python keyword (class_ for "class").
+    by_key = {name.rstrip("_"): name for name in fields}
     unknown = [k for k in value if k not in by_key]
     if unknown:
         allowed = ", ".join(sorted(n.rstrip("_") for n in fields))

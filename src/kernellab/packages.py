@@ -34,7 +34,3 @@ def manifest() -> tuple[Tool, ...]:
 def package_for(tool: str) -> str:
     """The Debian package of a tool; the tool's own name for one the manifest lacks."""
     return next((t.package for t in manifest() if t.tool == tool), tool)
-
-
-def install_hint(tool: str) -> str:
-    return f"run `apt-get install -y {package_for(tool)}` (or `kernellab doctor`)"

@@ -9,12 +9,14 @@ from types import FrameType
 from typing import Any
 
 from .errors import LabError
+from .packages import package_for
 
 
-def require_tool(tool: str, package: str) -> str:
+def require_tool(tool: str) -> str:
+    """The tool's path, or a one-line error naming the Debian package (packages.txt) to install."""
     path = shutil.which(tool)
     if path is None:
-        raise LabError(f"{tool} not found: run `apt-get install -y {package}` (or `kernellab doctor`)")
+        raise LabError(f"{tool} not found: run `apt-get install -y {package_for(tool)}` (or `kernellab doctor`)")
     return path
 
 

@@ -8,7 +8,6 @@ import subprocess
 from dataclasses import dataclass
 
 from .arches import ArchProfile
-from .packages import package_for
 from .proc import require_tool, run_checked
 
 
@@ -25,7 +24,7 @@ class Toolchain:
 
 
 def detect(profile: ArchProfile) -> Toolchain:
-    require_tool(profile.cc, package_for(profile.cc))
+    require_tool(profile.cc)
     first = run_checked([profile.cc, "--version"], what=f"{profile.cc} --version").splitlines()[0]
     return Toolchain(profile.cc, profile.cross_compile, first.strip())
 

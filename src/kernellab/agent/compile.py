@@ -13,7 +13,6 @@ from typing import Literal
 
 from .. import datafile, paths
 from ..errors import LabError
-from ..packages import package_for
 from ..proc import require_tool, run_checked
 
 AGENT_DIR = Path(__file__).parent
@@ -42,7 +41,7 @@ def cache_key(compiler_version: str, files: list[Path]) -> str:
 
 def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
     """Return the agent compiled by `cc`, compiling it only if a source, header or the compiler changed."""
-    require_tool(cc, package_for(cc))
+    require_tool(cc)
     version = run_checked([cc, "--version"], f"{cc} --version").splitlines()[0]
     files = sources()
     binary = paths.cache_dir("agent") / f"agent-{arch_id}-{cache_key(version, files)}"

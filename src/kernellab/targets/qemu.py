@@ -25,7 +25,7 @@ from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..guest.console import ConsoleLine
-from ..packages import install_hint
+from ..proc import require_tool
 from . import Capabilities, Exit, TargetInfo
 
 # The default; a profile whose machine needs other arguments says so (icount_args).
@@ -77,8 +77,7 @@ class QemuTarget:
               timeout_s: float) -> Iterator[QemuConsole]:
         if kernel is None:
             raise LabError("the qemu target boots a kernel kernellab built; it has no running kernel to measure")
-        if shutil.which(self.machine.binary) is None:
-            raise LabError(f"{self.machine.binary} not found: {install_hint(self.machine.binary)}")
+        require_tool(self.machine.binary)
         with tempfile.TemporaryDirectory(prefix="kernellab-run-") as tmp:
             # No disk in icount mode: its I/O completes in host time, so its interrupts would
             # land at instruction counts that differ run to run and end the determinism.
