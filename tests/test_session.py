@@ -9,7 +9,6 @@ import labfakes
 from kernellab.errors import LabError
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
-from kernellab.guest.records import frame
 from kernellab.guest.session import Session
 from kernellab.store import Store
 from labfakes import BOOT, FakeConsole, ListSink, agent_lines
@@ -145,10 +144,6 @@ def test_resolving_a_variant_does_not_touch_the_store(tmp_path, monkeypatch):
     assert store.db.execute("SELECT count(*) FROM variants").fetchone()[0] == 0
     lab.record_variant(p, store)
     assert store.db.execute("SELECT count(*) FROM variants").fetchone()[0] == 1
-
-
-def test_frame_round_trip_is_what_the_fake_agent_prints():
-    assert agent_lines({}, end=True)[-1] == frame("seq=2 t=end records=2")
 
 
 def test_a_target_without_deterministic_time_refuses_icount(tmp_path):
