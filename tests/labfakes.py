@@ -66,6 +66,12 @@ class FakeConsole:
             self.read += 1
             yield ConsoleLine(0.01 * (i + 1), text)
 
+    def unavailable(self) -> dict[str, str]:
+        return {}
+
+    def facts_after(self) -> dict[str, str]:
+        return {}
+
     def stop_in(self, seconds: float) -> None:
         if seconds == 0:
             self.stopped = True
@@ -98,7 +104,8 @@ class FakeTarget:
 
 
 def prepared(spec, config_text: str = "CONFIG_UNIX=y\n") -> lab.Prepared:
-    source = types.SimpleNamespace(version="6.1.192", spec="debian:6.1", id="6.1.192-fake",
+    source = types.SimpleNamespace(version="6.1.192", spec="debian:6.1", id="6.1.192-fake", kind="debian",
+                                   content_hash="0" * 64,
                                    to_dict=lambda: {"spec": "debian:6.1", "kind": "debian", "version": "6.1.192",
                                                     "content_hash": "0" * 64, "tree": "/nonexistent"})
     return lab.Prepared(spec, source, arches.load(spec.arch), None,

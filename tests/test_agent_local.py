@@ -7,6 +7,7 @@ import errno
 import math
 import os
 import re
+import resource
 import shutil
 import socket
 import struct
@@ -43,6 +44,7 @@ SLOW = {"irq.idle_timer", "irq.idle_total", "mem.alloc_max", *BLOCK}
 MAY_BE_ZERO = {"irq.idle_timer", "irq.idle_total"}
 SMALL = ("--repeats", "3", "--target-us", "200", "--idle-ms", "50")
 ALLOC_CAP_MB = 16
+ADDRESS_SPACE_MB = 128
 EINVAL = 22
 RECORD = re.compile(r"@KL (?P<payload>[^#]*) #(?P<crc>[0-9a-f]{8})")
 
@@ -62,6 +64,8 @@ def expected_na(metric: str) -> str | None:
     """The reason a metric may give instead of samples on this host, as a regex."""
     if metric in BLOCK:
         return "no_scratch_disk"
+    if metric == "mem.alloc_max":
+        return "reached_KL_ALLOC_CAP_MB"  # the full run's small cap
     if metric == "crypto.aes256cbc_kernel" and not kernel_has_af_alg_aes():
         return r"(socket|bind)_failed_errno_\d+"
     return None
@@ -170,18 +174,26 @@ def test_user_aes_passes_its_selftest_and_kernel_aes_agrees(full_run):
         assert not nas(full_run, "crypto.aes256cbc_kernel")
 
 
-def test_alloc_max_stops_at_the_cap(full_run):
-    assert [float(r["value"]) for r in samples(full_run, "mem.alloc_max")] == [ALLOC_CAP_MB] * 3
+def test_alloc_max_that_reaches_the_cap_is_no_measurement(full_run):
+    """The cap is a lower bound: never reported as what the process could get."""
+    assert not samples(full_run, "mem.alloc_max")
+    assert [r["reason"] for r in nas(full_run, "mem.alloc_max")] == ["reached_KL_ALLOC_CAP_MB"]
+
+
+def limit_address_space() -> None:
+    """A process limit below the cap: malloc fails first, as it would on a small machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_MB << 20, ADDRESS_SPACE_MB << 20))
 
 
 def test_slow_metrics_take_at_most_three_samples(agent):
     records = run_agent(agent, "--repeats", "5", "--target-us", "200", "--idle-ms", "20",
                         "--only", "syscall.null,irq.idle_total,mem.alloc_max",
-                        env={"KL_ALLOC_CAP_MB": "4"})
+                        env={"KL_ALLOC_CAP_MB": "4096"}, preexec_fn=limit_address_space)
     assert len(samples(records, "syscall.null")) == 5
     assert len(samples(records, "irq.idle_total")) == 3
     assert not samples(records, "irq.idle_timer")
-    assert len(samples(records, "mem.alloc_max")) == 3
+    got = [float(r["value"]) for r in samples(records, "mem.alloc_max")]
+    assert len(got) == 3 and all(0 < v < ADDRESS_SPACE_MB for v in got)
 
 
 def test_block_metrics_on_a_scratch_file(agent, tmp_path):

@@ -154,7 +154,7 @@ def test_build_only_profile_refuses_to_boot(name, tmp_path):
             attempt()
 
 
-def fake_prepared(spec) -> lab.Prepared:
+def fake_prepared(spec, machine=None) -> lab.Prepared:
     return labfakes.prepared(spec, "CONFIG_PPC_8xx=y\n")
 
 

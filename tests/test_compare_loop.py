@@ -14,7 +14,7 @@ from kernellab.store import Store
 
 @pytest.fixture
 def fake_lab(monkeypatch):
-    monkeypatch.setattr(lab, "prepare", lambda spec: labfakes.prepared(spec))
+    monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(f"k-{p.spec.name}"))
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
 
@@ -33,7 +33,8 @@ def run(tmp_path, noise_pct, mode="wall", runs=None, max_runs=None):
 
     exp = Experiment("loop", [parse_short("a=lab-minimal"), parse_short("b=lab-minimal+boot:quiet")], mode=mode)
     how = compare.plan(exp, None, runs, max_runs, 60.0)
-    how = compare.Plan(how.mode, how.min_runs, how.max_runs, how.options, target=lambda p: labfakes.FakeTarget(script))
+    how = compare.Plan(how.mode, how.min_runs, how.max_runs, how.options,
+                       target=lambda p, b: labfakes.FakeTarget(script))
     report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
     assert failures == []
     return report, order

@@ -34,7 +34,7 @@ def script(cmdline: str) -> list[str]:
 
 @pytest.fixture
 def report(tmp_path, monkeypatch):
-    monkeypatch.setattr(lab, "prepare", lambda spec: labfakes.prepared(
+    monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(
         spec, "CONFIG_X=y\n" if spec.name == "a" else "# CONFIG_UNIX is not set\n"))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(
         f"k-{p.spec.name}", 2048 if p.spec.name == "a" else 2100))
@@ -43,7 +43,7 @@ def report(tmp_path, monkeypatch):
                            parse_short("b=lab-minimal+debug-kernel+boot:mitigations=off+sysctl:vm.swappiness=10")])
     how = compare.plan(exp, None, None, None, 60.0)
     how = compare.Plan(how.mode, how.min_runs, how.max_runs, how.options,
-                       target=lambda profile: labfakes.FakeTarget(script))
+                       target=lambda p, b: labfakes.FakeTarget(script))
     built, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
     assert len(failures) == 1 and re.match(r"b run \d+ panic: Kernel panic - not syncing: fake", failures[0])
     return built

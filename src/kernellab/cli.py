@@ -17,6 +17,7 @@ from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, sweep
 from .experiments.bisect import Bisector
+from .experiments.placement import Placement, TargetOptions
 from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
@@ -24,6 +25,7 @@ from .proc import stop_on_signals
 from .report import attribution, auditreport, configdiff, explanation, render
 from .report.model import check_readable
 from .store import Store
+from .targets.accel import ACCELS
 
 # One --format vocabulary; each command offers the formats that make sense for it.
 REPORT_FORMATS = ("table", "markdown", "json", "csv")
@@ -52,7 +54,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     store = _store(args)
-    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls)
+    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
     report, failures = compare.run_experiment(exp, store, how, log=_log)
     _output(render(report, args.format, args.all), args.output)
     if failures:
@@ -60,6 +62,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"kernellab: error: {f}", file=sys.stderr)
         return 1
     return 0
+
+
+def _placement(args: argparse.Namespace) -> Placement:
+    return Placement(TargetOptions(args.target, args.accel, args.ssh_config, args.accept_new_host_key,
+                                   args.block_dir, None, args.arch), _log)
 
 
 def _output(text: str, path: str | None) -> None:
@@ -266,6 +273,38 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lava_job(args: argparse.Namespace) -> int:
+    from .experiments import lava
+    p = lab.prepare(_variant(args.variant, args))
+    build = lab.ensure_built(p, _store(args), log=_log)
+    initrd = lab.initramfs_for(p)
+    options = lab.RunOptions(mode="wall", timeout_s=args.timeout)
+    job = lava.job_definition(p, build, initrd, options, args.device_type, args.artifact_url, args.console,
+                              args.kernel_type, args.boot_method)
+    _output(lava.job_yaml(job, p, build, initrd, args.variant), args.output)
+    url = args.artifact_url.rstrip("/")
+    _log(f"serve {build.image} as {url}/{build.image.name} and {initrd} as {url}/{initrd.name}")
+    return 0
+
+
+def cmd_import_lava(args: argparse.Namespace) -> int:
+    from .experiments import lava
+    from .targets.lava import read_log
+    log = read_log(Path(args.log))  # a log that is none fails before any build
+    job = lava.job_id(log, args.job_id)
+    store = _store(args)
+    earlier = lava.imported_run(store, job)
+    if earlier is not None:
+        print(f"job {job} already imported as run {earlier}")
+        return 0
+    p = lab.prepare(_variant(args.variant, args))
+    build = lab.ensure_built(p, store, log=_log)
+    outcome = lava.import_log(p, build, store, log, args.device_type, job, lab.initramfs_for(p))
+    print(f"job {job}: run {outcome.run_id}, {outcome.status}, {outcome.samples} samples"
+          + (f" ({outcome.reason})" if outcome.reason else ""))
+    return 0 if outcome.status == "ok" else 1
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)
@@ -308,6 +347,20 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--arch", default=None,
                        help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 
+    def target_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--target", default="qemu",
+                       help="where variants run: qemu (default), local (this machine's running kernel) or "
+                            "ssh://[user@]host[:port] (a remote machine's); see README, 'Real machines'")
+        p.add_argument("--accel", choices=ACCELS, default="auto",
+                       help="qemu target: auto (KVM when it works and the mode allows, else TCG), kvm or tcg")
+        p.add_argument("--ssh-config", type=Path, default=None, help="ssh -F: an ssh config file to use")
+        p.add_argument("--accept-new-host-key", action="store_true",
+                       help="accept (and record) the host key of an ssh target not yet in known_hosts; "
+                            "a changed key is always refused")
+        p.add_argument("--block-dir", default=None,
+                       help="local and ssh targets: measure block I/O on a scratch file in this directory "
+                            "(never on a device); without it blk.* are not measured")
+
     def format_opt(p: argparse.ArgumentParser, *formats: str) -> None:
         p.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")
 
@@ -335,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung")
+    target_opts(c)
     format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
@@ -408,6 +462,31 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sh, *REPORT_FORMATS)
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
+
+    from .experiments import lava
+    lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
+                 cmd_lava_job)
+    lj.add_argument("variant")
+    lj.add_argument("--device-type", required=True, help="the lab's device type to run on")
+    lj.add_argument("--artifact-url", required=True,
+                    help="the URL of the directory the lab downloads the kernel image and the initramfs from")
+    lj.add_argument("--console", help="the board's serial console device (default: the arch's, e.g. ttyS0)")
+    lj.add_argument("--kernel-type", choices=lava.KERNEL_TYPES,
+                    help="LAVA's kernel type (default: from the image's name; none for bzImage and vmlinux)")
+    lj.add_argument("--boot-method", choices=lava.BOOT_METHODS, default="u-boot",
+                    help="how the device type boots a tftp kernel and ramdisk (default u-boot)")
+    lj.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
+                    help="seconds the kernel and the agent may take once the bootloader starts them")
+    lj.add_argument("--output", "-o", help="write the job to a file")
+    variant_opts(lj)
+
+    il = command("import-lava", "store the agent's records from a LAVA job log as a run of the variant",
+                 cmd_import_lava)
+    il.add_argument("log", help="the job's log.yaml (lavacli jobs logs --raw JOB)")
+    il.add_argument("variant", help="the variant the job booted (as given to lava-job)")
+    il.add_argument("--device-type", required=True, help="the lab's device type the job ran on")
+    il.add_argument("--job-id", help="the job's number (default: from the log's dispatcher paths)")
+    variant_opts(il)
     return top
 
 

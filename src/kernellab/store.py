@@ -209,6 +209,10 @@ class Store:
                      " clocksource=coalesce(?, clocksource) WHERE id=?",
                      (status, reason, time.time(), agent_version, clocksource, run_id))
 
+    def set_target_info(self, run_id: int, target_info: dict[str, Any]) -> None:
+        """What the target learned by the end of a run (a machine's load average after)."""
+        self._commit("UPDATE runs SET target_info=? WHERE id=?", (json.dumps(target_info), run_id))
+
     # -- reading ---------------------------------------------------------------------
 
     def run(self, run_id: int) -> sqlite3.Row | None:
@@ -244,6 +248,14 @@ class Store:
         return [row["id"] for row in self.db.execute(
             "SELECT id FROM runs WHERE build_key=? AND mode=? AND status='ok' AND options_key=?"
             " ORDER BY id", (build_key, mode, options_key))]
+
+    def run_for_target(self, target: str, key: str, value: str) -> int | None:
+        """The first run on `target` whose target details say key=value (a LAVA job id):
+        what keeps a job imported twice from counting twice."""
+        row = self.db.execute("SELECT id FROM runs WHERE target=? AND"
+                              " json_extract(target_info, '$.details.' || ?) = ? ORDER BY id LIMIT 1",
+                              (target, key, value)).fetchone()
+        return int(row["id"]) if row else None
 
     def run_logs(self, run_id: int, kind: str) -> list[str]:
         return [row["text"] for row in self.db.execute(

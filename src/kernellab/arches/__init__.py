@@ -48,6 +48,10 @@ class ArchProfile:
     # Kernel arguments that shorten a boot without touching what a probe measures; used
     # only by sweep and bisect probes whose metrics are not timer or boot metrics.
     fast_boot_args: str = ""
+    # What `uname -m` says on a machine this profile's kernels and agent run on: how a
+    # real machine (--target local or ssh) finds its profile. Several 32-bit PowerPC
+    # profiles say "ppc"; such a machine needs --arch.
+    uname: tuple[str, ...] = ()
 
     @property
     def cc(self) -> str:

@@ -13,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import modes
-from ..arches import BUILD_ONLY_NOTE, ArchProfile
+from ..arches import BUILD_ONLY_NOTE
+from ..build import Build
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store
 from ..targets import Target
+from ..targets.qemu import QemuTarget
+from ..targets.running import RunningTarget
 from . import lab
+from .placement import Placement
 from .spec import Experiment
 
 
@@ -30,13 +34,22 @@ class Plan:
     min_runs: int
     max_runs: int
     options: lab.RunOptions
-    # Where each variant runs: a function of its arch profile (None: QEMU).
-    target: Callable[[ArchProfile], Target] | None = None
+    # The real machine whose running kernel the base `running` means (None: this one).
+    machine: RunningTarget | None = None
+    # Where each variant runs: a function of the variant and its build (None for the
+    # running kernel). None: QEMU TCG.
+    target: Callable[[lab.Prepared, Build | None], Target] | None = None
 
 
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
-         timeout_s: float, initcalls: bool = False) -> Plan:
-    how = modes.get(mode or exp.mode)
+         timeout_s: float, initcalls: bool = False, placement: Placement | None = None) -> Plan:
+    """How to run `exp`: the mode asked for (else the experiment's, else the target's
+    default), the boots per variant, and where (placement; None: QEMU TCG)."""
+    how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
+    if placement is not None:
+        placement.check_mode(how.name)
+        for spec in exp.variants:
+            placement.adapt(spec)
     for flag, value in (("--runs", runs), ("--max-runs", max_runs)):
         if value is not None and value < 1:
             raise LabError(f"{flag} must be at least 1, got {value}")
@@ -44,7 +57,11 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
         raise LabError(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
-    return Plan(how.name, min_runs, cap, lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls))
+    options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls)
+    if placement is None:
+        return Plan(how.name, min_runs, cap, options)
+    return Plan(how.name, min_runs, cap, options, machine=placement.machine,
+                target=lambda p, build: placement.target(p, build, options))
 
 
 def run_experiment(exp: Experiment, store: Store, how: Plan,
@@ -58,12 +75,15 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         raise LabError(f"variant names must be unique, got {', '.join(names)}")
     records = []
     for spec in exp.variants:
-        prepared = lab.prepare(spec)
+        prepared = lab.prepare(spec, how.machine)
         for d in prepared.config.dropped:
             log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
         records.append(VariantRecord(prepared))
     for r in records:
         name = r.prepared.spec.name
+        if r.prepared.running:
+            log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
+            continue
         r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
@@ -72,7 +92,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
     for r in records:
         if r.prepared.profile.build_only:
             log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
-    initrds = {r.prepared.spec.name: lab.initramfs_for(r.prepared) for r in booted}
+    initrds = {r.prepared.spec.name: lab.agent_for(r.prepared, _target(how, r)) for r in booted}
     failures = []
     for i in range(how.max_runs if booted else 0):
         # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
@@ -105,8 +125,7 @@ def _one_round(records: list[VariantRecord], store: Store, how: Plan,
     what the host does, so the variants boot side by side, one per core; otherwise they
     take turns, since each would slow the other down."""
     def run(r: VariantRecord, on_store: Store, cancellation: lab.Cancellation | None = None) -> lab.RunOutcome:
-        target = how.target(r.prepared.profile) if how.target else None
-        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], target,
+        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], _target(how, r),
                        cancellation)
 
     workers = min(len(records), os.cpu_count() or 1)
@@ -132,6 +151,12 @@ def _one_round(records: list[VariantRecord], store: Store, how: Plan,
             cancellation.cancel(exc.args[0] if exc.args else "Ctrl-C")
             wait(futures)
             raise
+
+
+def _target(how: Plan, r: VariantRecord) -> Target:
+    if how.target is not None:
+        return how.target(r.prepared, r.build)
+    return QemuTarget(r.prepared.profile, how.options.scratch_mib)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

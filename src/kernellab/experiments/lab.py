@@ -2,20 +2,26 @@
 
 prepare() only reads: resolving a variant (`kernellab resolve`) leaves the store as it
 was. The store learns of a variant when it is built or run.
+
+The base `running` is a real machine's own kernel: alone (`running`, `now=running`) it is
+that kernel as it runs, measured without a build; with changes (`lean=running+lean.config`)
+it is that kernel's config, changed and built from a source of the same version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, modes, sources
+from .. import arches, modes, paths, sources
 from .. import build as builder
 from .. import toolchain as toolchains
-from ..agent.compile import agent_binary, cross_targets
+from ..agent.compile import CrossTarget, agent_binary, cross_targets
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
@@ -25,10 +31,18 @@ from ..metrics.catalog import describe
 from ..sources import Source
 from ..store import Store
 from ..targets import Console, Target
+from ..targets.machine import running_config
 from ..targets.qemu import SCRATCH_MIB, QemuTarget
+from ..targets.running import RunningTarget
+from ..targets.shell import LocalShell
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
+# The agent's reason when the kernel refused it for lack of privilege (EPERM, EACCES).
+_DENIED = re.compile(r"_errno_(1|13)$")
+
+
+RUNNING = "running"
 
 
 @dataclass
@@ -36,8 +50,17 @@ class Prepared:
     spec: VariantSpec
     source: Source
     profile: arches.ArchProfile
-    toolchain: toolchains.Toolchain
+    toolchain: toolchains.Toolchain | None   # None: the running kernel, which is not built
     config: ResolvedConfig
+
+    @property
+    def running(self) -> bool:
+        """The kernel a machine runs now: measured, never built."""
+        return self.source.kind == RUNNING
+
+
+def is_running(spec: VariantSpec) -> bool:
+    return spec.base == RUNNING and not spec.fragments and not spec.options
 
 
 @dataclass
@@ -48,12 +71,49 @@ class RunOutcome:
     samples: int
 
 
-def prepare(spec: VariantSpec) -> Prepared:
+def prepare(spec: VariantSpec, machine: RunningTarget | None = None) -> Prepared:
+    """`machine`: whose running kernel the base `running` means (default: this machine)."""
+    if spec.base == RUNNING:
+        machine = machine or RunningTarget(LocalShell(), "local")
+        if is_running(spec):
+            return _prepare_running(spec, machine)
     profile = arches.load(spec.arch)
     source = sources.resolve(spec.source)
     toolchain = toolchains.detect(profile)
-    config = resolve(source, profile, toolchain, spec.base, spec.settings())
-    return Prepared(spec, source, profile, toolchain, config)
+    base = spec.base if spec.base != RUNNING or machine is None else str(_running_config_file(machine, source))
+    config = resolve(source, profile, toolchain, base, spec.settings())
+    return Prepared(spec, source, profile, toolchain, replace(config, base=spec.base))
+
+
+def _prepare_running(spec: VariantSpec, machine: RunningTarget) -> Prepared:
+    facts = machine.facts
+    text, origin = running_config(machine.shell)
+    source = Source(RUNNING, RUNNING, facts["release"], facts.kernel_id, Path("/"))
+    config = ResolvedConfig(RUNNING, text or "", [])
+    if text is None:
+        config.dropped.append({"option": "(the whole config)", "asked": "the running kernel's", "got": "unknown",
+                               "origin": origin})
+    return Prepared(spec, source, machine.profile, None, config)
+
+
+def _running_config_file(machine: RunningTarget, source: Source) -> Path:
+    """The machine's running config, as a base file, after checking the source fits it."""
+    release = machine.facts["release"]
+    if _major_minor(release) != _major_minor(source.version):
+        raise LabError(f"{machine.shell.where} runs Linux {release}, and the source {source.spec} is "
+                       f"{source.version}: pass --source with a tree (or debian:X.Y) of "
+                       f"{_major_minor(release)} to build a variant of its kernel")
+    text, origin = running_config(machine.shell)
+    if text is None:
+        raise LabError(f"the base `running` needs the config of the kernel {machine.shell.where} runs: {origin}")
+    path = paths.cache_dir("running-configs") / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.config"
+    if not path.exists():
+        path.write_text(text)
+    return path
+
+
+def _major_minor(release: str) -> str:
+    return ".".join(release.split(".")[:2]).split("-")[0]
 
 
 def record_variant(p: Prepared, store: Store) -> int:
@@ -64,6 +124,8 @@ def record_variant(p: Prepared, store: Store) -> int:
 
 
 def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None) -> Build:
+    if p.toolchain is None:
+        raise LabError(f"variant {p.spec.name} is the kernel a machine runs: it is measured, not built")
     result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
     store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result
@@ -92,6 +154,23 @@ class RunOptions:
         return " ".join(w for w in words if w)
 
 
+def agent_for(p: Prepared, target: Target) -> Path:
+    """What the target runs the agent from: an initramfs, or the program itself. An
+    experiment takes it once, so every variant is measured by the same agent binary."""
+    if target.capabilities.agent == "program":
+        cross = _cross_target(p.profile)
+        return agent_binary(cross.cc, p.profile.agent_arch)
+    return initramfs_for(p)
+
+
+def _cross_target(profile: arches.ArchProfile) -> CrossTarget:
+    target = cross_targets().get(profile.agent_arch)
+    if target is None:
+        raise LabError(f"arch profile {profile.name}: no agent build {profile.agent_arch!r} "
+                       f"in agent/cross.toml (one of {', '.join(sorted(cross_targets()))})")
+    return target
+
+
 def initramfs_for(p: Prepared) -> Path:
     """The agent's initramfs for this variant's arch. An experiment takes it once, so
     every variant is measured by the same agent binary. The agent build is the profile's
@@ -99,18 +178,14 @@ def initramfs_for(p: Prepared) -> Path:
     ABI (ppc44x and ppc32 run the ppc32 agent), and the agent needs a C library the
     kernel's compiler may lack."""
     p.profile.require_machine()  # a build-only arch has no guest to run the agent in
-    target = cross_targets().get(p.profile.agent_arch)
-    if target is None:
-        raise LabError(f"arch profile {p.profile.name}: no agent build {p.profile.agent_arch!r} "
-                       f"in agent/cross.toml (one of {', '.join(sorted(cross_targets()))})")
-    return agent_initramfs(agent_binary(target.cc, p.profile.agent_arch))
+    return agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch))
 
 
 class _StoreSink:
     """Commits what the session reads as it reads it."""
 
-    def __init__(self, store: Store, run_id: int, config: dict[str, str]):
-        self.store, self.run_id, self.config = store, run_id, config
+    def __init__(self, store: Store, run_id: int, config: dict[str, str], agent: str = "init"):
+        self.store, self.run_id, self.config, self.agent = store, run_id, config, agent
 
     def sample(self, s: Sample) -> None:
         self.store.add_sample(self.run_id, s.metric, s.unit, s.rep, s.iters, s.value, s.seq)
@@ -119,7 +194,16 @@ class _StoreSink:
         """The agent says why; the catalog knows which options the metric needs, and the
         variant's config which of them it lacks: that is the reason users can act on."""
         lacking = [o for o in describe(metric, "").needs if self.config.get(o, "n") not in ("y", "m")]
-        self.store.add_unavailable(self.run_id, metric, f"needs {', '.join(lacking)}" if lacking else reason)
+        if lacking and self.config:  # an unknown config (a running kernel's) lacks nothing we know of
+            reason = f"needs {', '.join(lacking)}"
+        elif _DENIED.search(reason):
+            reason = f"needs root ({reason})"
+        elif reason == "no_scratch_disk" and self.agent == "program":
+            reason = "needs --block-dir DIR: kernellab writes no device, only a file in a directory you name"
+        elif reason == "reached_KL_ALLOC_CAP_MB":
+            reason = ("stopped at its cap, KL_ALLOC_CAP_MB (64 MiB on a real machine, which kernellab does not "
+                      "push into reclaim): a lower bound, not a measurement")
+        self.store.add_unavailable(self.run_id, metric, reason)
 
 
 class Cancellation:
@@ -149,21 +233,29 @@ class Cancellation:
                 console.stop_in(0)
 
 
-def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOptions(),
+def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = RunOptions(),
         initrd: Path | None = None, target: Target | None = None,
         cancellation: Cancellation | None = None) -> RunOutcome:
-    """Boot once; every sample is committed to the store as its line arrives."""
-    initrd = initrd or initramfs_for(p)
+    """Boot once (or, for the running kernel, attach); every sample is committed to the
+    store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
     target = target or QemuTarget(p.profile, options.scratch_mib)
+    initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "
                        "use --mode wall")
+    if (build is None) != p.running:
+        raise LabError(f"variant {p.spec.name}: " + ("the running kernel has no build" if p.running else "not built"))
+    if p.running and not target.capabilities.measures_running:
+        raise LabError(f"variant {p.spec.name} is the kernel a machine runs: measure it with --target local "
+                       "or --target ssh://HOST, not on the {target.name} target")
     variant_id = record_variant(p, store)
     info = target.describe(options.mode)
-    with target.start(build.image, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
-        run_id = store.start_run(variant_id, build.key, target.name, info.to_dict(), options.mode,
+    build_key = build.key if build is not None else f"running-{p.source.content_hash[:20]}"
+    kernel = build.image if build is not None else None
+    with target.start(kernel, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
+        run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
                                  console.command, options.key(initrd, p.spec), initrd.name)
-        session = Session(_StoreSink(store, run_id, p.config.values))
+        session = Session(_StoreSink(store, run_id, p.config.values, target.capabilities.agent))
         if cancellation:
             cancellation.watch(console)
         try:
@@ -182,6 +274,11 @@ def run(p: Prepared, build: Build, store: Store, options: RunOptions = RunOption
             if cancellation:
                 cancellation.unwatch(console)
     store.add_log("console", result.console_log, run_id=run_id)
+    for prefix, reason in console.unavailable().items():
+        store.add_unavailable(run_id, prefix, reason)
+    after = console.facts_after()
+    if after:
+        store.set_target_info(run_id, replace(info, details={**info.details, **after}).to_dict())
     if result.rejected:
         store.add_log("rejected-records", "\n".join(result.rejected), run_id=run_id)
     store.finish_run(run_id, result.status, result.reason, result.agent_version, result.clocksource)

@@ -79,7 +79,7 @@ _SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
 class Experiment:
     name: str
     variants: list[VariantSpec]
-    mode: str = modes.DEFAULT
+    mode: str | None = None        # None: the target's default (icount on QEMU TCG, else wall)
     runs: int | None = None        # None: the mode's default
     description: str = ""
 
@@ -104,7 +104,7 @@ class _ExperimentFile:
     description: str = ""
     source: str = DEFAULT_SOURCE
     arch: str = DEFAULT_ARCH
-    mode: str = modes.DEFAULT
+    mode: str | None = None
     runs: int | None = None
 
 
@@ -161,7 +161,7 @@ def load_experiment(path: Path | None) -> Experiment:
     exp = datafile.load(_ExperimentFile, data, f"experiment {origin}")
     if not exp.variant:
         raise LabError(f"experiment {origin}: no [[variant]] tables")
-    if exp.mode not in modes.NAMES:
+    if exp.mode is not None and exp.mode not in modes.NAMES:
         raise LabError(f"experiment {origin}: unknown mode {exp.mode!r} (modes: {', '.join(modes.NAMES)})")
     if exp.runs is not None and exp.runs < 1:
         raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")

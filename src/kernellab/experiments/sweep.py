@@ -97,6 +97,9 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
     prepared = lab.prepare(base)
+    if prepared.toolchain is None:
+        raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
+                       "(running+... builds the running kernel's config)")
     prober = Prober(store, base, prepared.config.text, metrics, mode)
     runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)

@@ -34,6 +34,9 @@ _MEMORY_FIELD = re.compile(r"(\d+)K ([a-z][a-z -]*)")
 class ConsoleLine:
     host_s: float
     text: str
+    # Read back from the kernel's log (dmesg on a running machine), not watched as it
+    # arrived: its host time says nothing about the boot, and its verdicts are history.
+    replayed: bool = False
 
     @property
     def printk_s(self) -> float | None:
@@ -48,7 +51,7 @@ class ConsoleLine:
 @dataclass(frozen=True)
 class Milestone:
     name: str
-    host_s: float
+    host_s: float | None   # None when the line was replayed from the kernel's log
     printk_s: float | None
 
 
@@ -64,7 +67,7 @@ def milestones(lines: list[ConsoleLine]) -> list[Milestone]:
                 if name == "first_output" and printk is None:
                     # The decompressor speaks before printk exists; take printk's zero point.
                     printk = next((ln.printk_s for ln in lines if ln.printk_s is not None), None)
-                found[name] = Milestone(name, line.host_s, printk)
+                found[name] = Milestone(name, None if line.replayed else line.host_s, printk)
     return [found[name] for name, _ in MILESTONES if name in found]
 
 

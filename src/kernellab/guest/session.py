@@ -70,7 +70,8 @@ class SessionResult:
 
     @property
     def console_log(self) -> str:
-        return "".join(f"[host {line.host_s:9.6f}] {line.text}\n" for line in self.lines)
+        return "".join(f"[kernel log] {line.text}\n" if line.replayed else f"[host {line.host_s:9.6f}] {line.text}\n"
+                       for line in self.lines)
 
 
 class Session:
@@ -96,6 +97,8 @@ class Session:
     def _take(self, line: ConsoleLine, console: Console) -> None:
         r = self.result
         r.lines.append(line)
+        if line.replayed:
+            return  # the kernel's past (a running machine's log): milestones only
         if FINAL_LINE.match(line.message):
             self.rebooted = True
             console.stop_in(0)
@@ -150,7 +153,7 @@ class Session:
                 r.reason = "the guest rebooted before the agent finished"
             else:
                 last = exit.stderr.strip().splitlines()[-1:] or [f"exit code {exit.code}"]
-                r.reason = f"the kernel stopped before the agent finished ({last[0]})"
+                r.reason = f"{exit.ended} before the agent finished ({last[0]})"
         elif r.status == "ok" and r.clocksource in COARSE_CLOCKSOURCES:
             r.status = "coarse-clock"
             r.reason = (f"the guest kernel timed with the {r.clocksource} clocksource (tick resolution): "
@@ -166,7 +169,8 @@ def console_samples(lines: list[ConsoleLine]) -> list[Sample]:
     """Boot milestones, the "Memory:" line and initcall times, read off the console."""
     out = []
     for m in milestones(lines):
-        out.append(Sample(f"boot.{m.name}.host", "s", 0, 1, m.host_s))
+        if m.host_s is not None:
+            out.append(Sample(f"boot.{m.name}.host", "s", 0, 1, m.host_s))
         if m.printk_s is not None:
             out.append(Sample(f"boot.{m.name}.printk", "s", 0, 1, m.printk_s))
     for line in lines:

@@ -53,9 +53,14 @@ def targets(report: dict[str, Any]) -> list[str]:
         for r in v["runs"]:
             t = r.get("target")
             if t:
-                details = ", ".join(f"{k} {val}" for k, val in t.get("details", {}).items())
+                details = ", ".join(f"{k} {_short(str(val))}" for k, val in t.get("details", {}).items())
                 seen.setdefault(f"{t['label']} ({details})" if details else t["label"], None)
     return list(seen) or ["none (build only)"]
+
+
+def _short(text: str, limit: int = 72) -> str:
+    """A long detail (a kernel command line) cut for the header; JSON keeps it whole."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def header_lines(report: dict[str, Any]) -> list[str]:
@@ -68,10 +73,14 @@ def header_lines(report: dict[str, Any]) -> list[str]:
              *(f"target: {t}" for t in targets(report))]
     for v in report["variants"]:
         b = v["build"]
-        lines.append(f"variant {v['name']}: {v['source']} ({v['source_version']}) {v['arch']} "
-                     f"base={v['base']} fragments={'+'.join(v['fragments'] + v['options']) or '-'} "
-                     f"config {v['config_hash'][:12]}; built -j{b['jobs']} with {b['compiler']}"
-                     + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
+        head = (f"variant {v['name']}: {v['source']} ({v['source_version']}) {v['arch']} "
+                f"base={v['base']} fragments={'+'.join(v['fragments'] + v['options']) or '-'} "
+                f"config {v['config_hash'][:12]}; ")
+        if b is None:
+            lines.append(head + "not built: the kernel the machine runs")
+        else:
+            lines.append(head + f"built -j{b['jobs']} with {b['compiler']}"
+                         + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
         boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
         if boot:
             lines.append(f"  boot parameters and sysctls: {' '.join(boot)}")

@@ -43,7 +43,8 @@ def samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[fl
     of every run (failed runs included: what they measured before failing still counts).
     Runs whose agent or run options differ are never pooled: that is an error."""
     _check_poolable(r, store)
-    out = {name: (unit, [[value]]) for name, (unit, value) in r.build.figures().items()}
+    figures = r.build.figures() if r.build is not None else {}   # the running kernel has no build
+    out = {name: (unit, [[value]]) for name, (unit, value) in figures.items()}
     for outcome in r.runs:
         this_run: dict[str, list[float]] = {}
         for row in store.run_samples(outcome.run_id):
@@ -55,14 +56,17 @@ def samples(r: VariantRecord, store: Store) -> dict[str, tuple[str, list[list[fl
 
 
 def _check_poolable(r: VariantRecord, store: Store) -> None:
-    kinds: dict[tuple[int, str | None], list[int]] = {}
+    """One cell pools runs of one agent, one set of run options and one target (a QEMU
+    figure and a hardware one are never averaged)."""
+    kinds: dict[tuple[int, str | None, str], list[int]] = {}
     for outcome in r.runs:
         row = store.run(outcome.run_id)
         if row is not None and row["agent_version"] is not None:
-            kinds.setdefault((row["agent_version"], row["options_key"]), []).append(outcome.run_id)
+            label = json.loads(row["target_info"])["label"] if row["target_info"] else row["target"]
+            kinds.setdefault((row["agent_version"], row["options_key"], label), []).append(outcome.run_id)
     if len(kinds) > 1:
-        described = "; ".join(f"runs {', '.join(map(str, ids))}: agent record version {v}, options {o!r}"
-                              for (v, o), ids in kinds.items())
+        described = "; ".join(f"runs {', '.join(map(str, ids))}: agent record version {v}, options {o!r}, "
+                              f"target {t}" for (v, o, t), ids in kinds.items())
         raise LabError(f"variant {r.prepared.spec.name}: its runs were measured differently and cannot "
                        f"be pooled into one cell ({described}); compare them as separate variants")
 
@@ -111,7 +115,7 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         "experiment": name,
         "description": description,
         "mode": mode,
-        "mode_note": modes.get(mode).note,
+        "mode_note": timing_note(records, store, mode),
         "runs_per_variant": {r.prepared.spec.name: len(r.runs) for r in records},
         "statistics": statistics_note(mode),
         "machine": host.describe(),
@@ -138,6 +142,20 @@ def _compare(metrics: list[dict[str, Any]], names: list[str], mode: str) -> None
                 m["comparison"][other] = c.to_dict()
 
 
+def timing_note(records: list[VariantRecord], store: Store, mode: str) -> str:
+    """How the numbers were obtained: each target's own words (QEMU's are the mode's note);
+    a table whose runs come from different kinds of target says so."""
+    notes: dict[str, None] = {}
+    for r in records:
+        for outcome in r.runs:
+            row = store.run(outcome.run_id)
+            info = json.loads(row["target_info"]) if row is not None and row["target_info"] else {}
+            notes.setdefault(info.get("timing") or modes.get(mode).note, None)
+    if len(notes) > 1:
+        return "MIXED TARGETS, figures of different kinds side by side: " + "; ".join(notes)
+    return next(iter(notes), modes.get(mode).note)
+
+
 def statistics_note(mode: str) -> str:
     if modes.get(mode).deterministic:
         return DETERMINISTIC_REASON
@@ -155,11 +173,12 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
         runs.append({"id": o.run_id, "status": o.status, "reason": o.reason, "target": target,
                      "agent_version": row["agent_version"] if row is not None else None,
                      "clocksource": row["clocksource"] if row is not None else None})
-    return {"name": p.spec.name, "source": p.spec.source, "source_version": p.source.version,
+    return {"name": p.spec.name, "source": p.source.spec if p.running else p.spec.source,
+            "source_version": p.source.version,
             "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,
             "options": p.spec.options, "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls,
             "config_hash": p.config.hash, "dropped_options": p.config.dropped,
-            "build": r.build.to_dict(), "build_only": p.profile.build_only,
+            "build": r.build.to_dict() if r.build is not None else None, "build_only": p.profile.build_only,
             **({"build_only_note": BUILD_ONLY_NOTE} if p.profile.build_only else {}),
             "runs": runs}
 

@@ -1,8 +1,11 @@
 """Where a kernel runs. A target starts a kernel (or attaches to a running one) and hands
 back its console: timestamped lines as they arrive, then an exit status. It knows nothing
-of agents, records or verdicts: those are the measurement session's (guest.session).
+of agents' records or verdicts: those are the measurement session's (guest.session).
 
-QEMU implements it today (targets.qemu); the tests have a fake that replays a script.
+targets.qemu boots a built kernel under QEMU (TCG or KVM) with the agent as its init;
+targets.running measures the kernel a real machine runs (this one, or one over ssh) with
+the agent as a program, and targets.kexec boots a built kernel there first; targets.lava
+replays a board lab's job log. The tests have a fake that replays a script.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ class Capabilities:
     boots_kernels: bool      # it boots a kernel kernellab built
     measures_running: bool   # it measures the kernel a machine already runs
     deterministic: bool      # reruns give identical numbers (QEMU icount)
+    # How the agent gets there: "init" (an initramfs with the agent as /init, booted with
+    # the kernel) or "program" (the static binary, run on the machine as it is).
+    agent: str = "init"
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class TargetInfo:
     """What every figure measured on this target is labelled with."""
     label: str                                  # "QEMU TCG icount", ...
     details: dict[str, str] = field(default_factory=dict)  # accelerator, CPU model, emulator version
+    timing: str = ""   # how its numbers are obtained, for report headers
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -39,6 +46,7 @@ class Exit:
     timed_out: bool    # stopped because the time limit ran out
     stderr: str        # what the target said besides the console (QEMU's own errors)
     wall_s: float
+    ended: str = "the kernel stopped"   # what an early end means on this target
 
 
 class Console(Protocol):
@@ -59,6 +67,15 @@ class Console(Protocol):
         """How it ended; valid once lines() is exhausted."""
         ...
 
+    def unavailable(self) -> dict[str, str]:
+        """Metrics (or metric prefixes ending in ".") the target could not give, and why:
+        boot milestones from a kernel log root may not read."""
+        ...
+
+    def facts_after(self) -> dict[str, str]:
+        """What the target learned by the end of the run (a real machine's load average)."""
+        ...
+
 
 class Target(Protocol):
     name: str
@@ -66,5 +83,9 @@ class Target(Protocol):
 
     def describe(self, mode: str) -> TargetInfo: ...
 
-    def start(self, kernel: Path | None, initramfs: Path | None, cmdline: str, mode: str,
-              timeout_s: float) -> AbstractContextManager[Console]: ...
+    def start(self, kernel: Path | None, agent: Path | None, cmdline: str, mode: str,
+              timeout_s: float) -> AbstractContextManager[Console]:
+        """Boots `kernel` (None: the kernel the machine runs) and runs `agent` (an initramfs
+        or a program, as capabilities.agent says) with the agent's options and boot
+        parameters in `cmdline`."""
+        ...

@@ -1,0 +1,138 @@
+"""Board labs: a LAVA job that boots a built variant with the agent, and the import of its log.
+
+`kernellab lava-job` writes this job definition (YAML, LAVA's v2 format):
+
+    device_type: TYPE                     # the lab's device type (--device-type)
+    job_name: kernellab VARIANT (Linux VERSION, ARCH)
+    timeouts: {job: {minutes: J}, action: {minutes: 5}, connection: {minutes: 2}}
+    priority: medium
+    visibility: public
+    context:
+      console_device: ttyS0              # the arch's console (--console); a device
+                                         # dictionary that names its own keeps it
+      extra_kernel_args: printk.time=1 loglevel=7 BOOT-ARGS KL_...
+    metadata:                            # what the import checks the log against
+      kernellab.variant / .build_key / .config_hash / .initramfs / .arch / .source
+    actions:
+    - deploy:
+        to: tftp
+        timeout: {minutes: 10}
+        kernel: {url: URL/IMAGE, type: image|zimage|uimage}   # type: --kernel-type, or from
+                                                             # the image's name (Image, zImage, uImage)
+        ramdisk: {url: URL/INITRAMFS.cpio, install_modules: false, install_overlay: false}
+    - boot:
+        method: u-boot                   # --boot-method: u-boot, ipxe, grub, depthcharge
+        commands: ramdisk                # the device type's own tftp kernel+ramdisk commands
+        timeout: {minutes: B}
+        prompts: ['@KL seq=[0-9]+ t=end records=[0-9]+ #[0-9a-f]{8}']
+
+There is no test action: the agent is the initramfs's /init and prints its records on the
+console by itself. The boot action ends when LAVA sees one of its `prompts` (pexpect
+patterns); the only prompt is the agent's end record, so the job waits exactly until the
+agent is done, and LAVA's own kernel-message checks still end it early on a panic. The
+ramdisk is left as it is (no overlay, no modules): the agent needs nothing else.
+
+The user serves the image and initramfs at URL (`kernellab lava-job` says which files),
+submits the job, and imports its log with `kernellab import-lava`, which stores the
+agent's records as a run of the variant on "LAVA device TYPE", once per job.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..build import Build
+from ..errors import LabError
+from ..store import Store
+from ..targets.lava import LavaLog, LavaLogTarget
+from .lab import Prepared, RunOptions, RunOutcome, run
+
+BOOT_METHODS = ("u-boot", "ipxe", "grub", "depthcharge")
+KERNEL_TYPES = ("image", "zimage", "uimage")
+# LAVA's names for the images it knows by their format; a bzImage or an ELF vmlinux has
+# none (x86 boards boot with ipxe or grub, which need no type).
+_KERNEL_TYPE_OF = {"Image": "image", "zImage": "zimage", "uImage": "uimage"}
+# What the qemu target adds besides the console, but panic=-1: a board that reboots on a
+# panic lands in its bootloader's autoboot, while LAVA stops a panicking job by itself.
+BOARD_ARGS = "printk.time=1 loglevel=7"
+END_PROMPT = "@KL seq=[0-9]+ t=end records=[0-9]+ #[0-9a-f]{8}"
+DEPLOY_MINUTES = 10
+
+
+def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions, device_type: str,
+                   artifact_url: str, console: str | None = None, kernel_type: str | None = None,
+                   boot_method: str = "u-boot") -> dict[str, Any]:
+    url = artifact_url.rstrip("/")
+    kernel: dict[str, Any] = {"url": f"{url}/{build.image.name}"}
+    kernel_type = kernel_type or _KERNEL_TYPE_OF.get(build.image.name)
+    if kernel_type:
+        kernel["type"] = kernel_type
+    boot_minutes = math.ceil(options.timeout_s / 60) + 2  # the bootloader's and the kernel's share
+    machine = p.profile.qemu
+    return {
+        "device_type": device_type,
+        "job_name": f"kernellab {p.spec.name} (Linux {p.source.version}, {p.profile.name})"[:200],
+        "timeouts": {"job": {"minutes": DEPLOY_MINUTES + boot_minutes + 5},
+                     "action": {"minutes": 5}, "connection": {"minutes": 2}},
+        "priority": "medium",
+        "visibility": "public",
+        "context": {"console_device": console or (machine.console if machine else "ttyS0"),
+                    "extra_kernel_args": f"{BOARD_ARGS} {options.cmdline(p.spec)}".strip()},
+        "metadata": {"kernellab.variant": p.spec.name, "kernellab.build_key": build.key,
+                     "kernellab.config_hash": p.config.hash, "kernellab.initramfs": initrd.name,
+                     "kernellab.arch": p.profile.name, "kernellab.source": p.source.version},
+        "actions": [
+            {"deploy": {"to": "tftp", "timeout": {"minutes": DEPLOY_MINUTES}, "kernel": kernel,
+                        "ramdisk": {"url": f"{url}/{initrd.name}", "install_modules": False,
+                                    "install_overlay": False}}},
+            {"boot": {"method": boot_method, "commands": "ramdisk", "timeout": {"minutes": boot_minutes},
+                      "prompts": [END_PROMPT]}},
+        ],
+    }
+
+
+def job_yaml(job: dict[str, Any], p: Prepared, build: Build, initrd: Path, variant: str) -> str:
+    """The job as YAML, headed by what to do with it; `variant`: as the user wrote it, which
+    the import needs again (with the same source and arch) to find the same build."""
+    again = shlex.join(["kernellab", "import-lava", "log.yaml", variant, "--device-type", job["device_type"],
+                        "--source", p.spec.source, "--arch", p.spec.arch, "--job-id"])
+    header = (f"# Written by kernellab lava-job. Serve {build.image} and {initrd}\n"
+              f"# at the URLs below, submit this job, then import its log:\n"
+              f"#   lavacli jobs logs --raw JOB > log.yaml\n"
+              f"#   {again} JOB\n")
+    body: str = yaml.safe_dump(job, sort_keys=False, default_flow_style=False, width=120)
+    return header + body
+
+
+def imported_run(store: Store, job_id: str) -> int | None:
+    return store.run_for_target("lava", "job_id", job_id)
+
+
+def job_id(log: LavaLog, given: str | None) -> str:
+    """The job's number: as given, else as the log says; when both, they must agree."""
+    if given is not None and not re.fullmatch(r"\d+(\.\d+)?", given):
+        raise LabError(f"--job-id {given!r}: a LAVA job number is like 1234 (or 1234.0 for a multinode part)")
+    found = log.job_id()
+    if given is not None and found is not None and given != found:
+        raise LabError(f"{log.path} is the log of job {found} (its dispatcher paths say so), not of job {given}: "
+                       "check --job-id")
+    if given is None and found is None:
+        raise LabError(f"{log.path} does not say which job it is: give its number with --job-id N")
+    return given or found or ""
+
+
+def import_log(p: Prepared, build: Build, store: Store, log: LavaLog, device_type: str, job: str,
+               initrd: Path) -> RunOutcome:
+    """Stores the job's console as a run of the variant, through the measurement session."""
+    deployed = [url.rsplit("/", 1)[-1] for url in log.downloads()]
+    if deployed and initrd.name not in deployed:
+        raise LabError(f"job {job} deployed {', '.join(deployed)}, not {initrd.name}, the agent initramfs "
+                       f"this kernellab gives {p.spec.name}: import it with the kernellab that wrote the job, "
+                       "or run a job written by `kernellab lava-job` now")
+    return run(p, build, store, RunOptions(mode="wall"), initrd, target=LavaLogTarget(log, device_type, job))

@@ -1,0 +1,143 @@
+"""What a real machine is, and what kernel it runs, read through its shell: uname, CPU,
+memory, the kernel command line, the cpufreq governor, the load, whether it is virtual;
+the running kernel's config and its log. Every run on such a machine is labelled with it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass, field
+
+from .. import arches
+from ..errors import LabError
+from .shell import Shell
+
+# One `key=value` per line; a missing fact is an empty value. POSIX sh and busybox alike.
+FACTS_SCRIPT = r"""
+cpuinfo() { sed -n "s/^$1[[:space:]]*: *//p" /proc/cpuinfo 2>/dev/null | head -n 1; }
+echo "release=$(uname -r)"
+echo "version=$(uname -v)"
+echo "machine=$(uname -m)"
+echo "hostname=$(uname -n)"
+echo "uid=$(id -u)"
+model=$(cpuinfo 'model name'); [ -n "$model" ] || model=$(cpuinfo cpu); [ -n "$model" ] || model=$(cpuinfo 'vendor_id')
+echo "cpu_model=$model"
+echo "cpus=$(grep -c '^processor' /proc/cpuinfo 2>/dev/null)"
+echo "mem_kib=$(sed -n 's/^MemTotal: *\([0-9]*\).*/\1/p' /proc/meminfo)"
+echo "cmdline=$(cat /proc/cmdline)"
+echo "governor=$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null)"
+echo "loadavg=$(cut -d ' ' -f 1-3 /proc/loadavg)"
+virt=$(systemd-detect-virt 2>/dev/null)
+[ -n "$virt" ] || { grep -qw hypervisor /proc/cpuinfo 2>/dev/null && virt=hypervisor; }
+echo "virtualization=$virt"
+echo "dmesg_restrict=$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null)"
+echo "kexec_load_disabled=$(cat /proc/sys/kernel/kexec_load_disabled 2>/dev/null)"
+echo "lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null)"
+echo "kexec=$(command -v kexec)"
+[ -d /run/systemd/system ] && echo "systemd=yes" || echo "systemd=no"
+echo "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+"""
+
+# Where distributions keep a kernel's config when it was not built with /proc/config.gz.
+CONFIG_SCRIPT = r"""
+if [ -r /proc/config.gz ]; then echo /proc/config.gz; cat /proc/config.gz
+elif [ -r "/boot/config-$(uname -r)" ]; then echo "/boot/config-$(uname -r)"; cat "/boot/config-$(uname -r)"
+else exit 3; fi
+"""
+
+
+@dataclass(frozen=True)
+class Facts:
+    values: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> str:
+        return self.values.get(key, "")
+
+    @property
+    def is_root(self) -> bool:
+        return self["uid"] == "0"
+
+    def description(self) -> str:
+        """"AMD EPYC, 2 CPUs, 23.5 GiB, a docker virtual machine": what the label says."""
+        parts = [self["cpu_model"] or "unknown CPU"]
+        if self["cpus"]:
+            parts.append(f"{self['cpus']} CPUs")
+        if self["mem_kib"].isdigit():
+            parts.append(f"{int(self['mem_kib']) / 1048576:.1f} GiB")
+        virt = self["virtualization"]
+        if virt and virt != "none":
+            parts.append("virtualized" if virt == "hypervisor" else f"virtualized ({virt})")
+        return ", ".join(parts)
+
+    def details(self) -> dict[str, str]:
+        keys = ("hostname", "release", "version", "machine", "cpu_model", "cpus", "mem_kib", "cmdline",
+                "governor", "loadavg", "virtualization")
+        out = {k: self[k] for k in keys if self[k]}
+        out.setdefault("governor", "none (no cpufreq)")
+        return out
+
+    @property
+    def kernel_id(self) -> str:
+        """The running kernel, identified by its release and build string."""
+        return hashlib.sha256(f"{self['release']}\n{self['version']}".encode()).hexdigest()
+
+
+def read_facts(shell: Shell) -> Facts:
+    result = shell.run(FACTS_SCRIPT)
+    if result.code != 0 or "release=" not in result.text:
+        raise LabError(f"cannot read what {shell.where} is (exit {result.code}: {result.stderr.strip()[:200]}): "
+                       "it needs a POSIX sh with uname, sed and cat")
+    values = {}
+    for line in result.text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq:
+            values[key] = value.strip()
+    return Facts(values)
+
+
+def load_average(shell: Shell) -> str:
+    result = shell.run("cut -d ' ' -f 1-3 /proc/loadavg")
+    return result.text.strip() if result.code == 0 else ""
+
+
+def running_config(shell: Shell) -> tuple[str | None, str]:
+    """(the running kernel's .config, where it came from), or (None, why there is none)."""
+    result = shell.run(CONFIG_SCRIPT)
+    if result.code != 0:
+        return None, ("the running kernel's config is not in /proc/config.gz (CONFIG_IKCONFIG_PROC) "
+                      "nor in /boot/config-RELEASE")
+    origin, _, data = result.stdout.partition(b"\n")
+    where = origin.decode(errors="replace")
+    if where.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            return None, f"{where} is not readable gzip ({exc})"
+    return data.decode("utf-8", "replace"), where
+
+
+def kernel_log(shell: Shell, facts: Facts) -> tuple[list[str] | None, str]:
+    """(the kernel's log as dmesg prints it, "dmesg"), or (None, why it cannot be read)."""
+    result = shell.run("dmesg")
+    if result.code == 0 and result.stdout:
+        return result.text.splitlines(), "dmesg"
+    if facts["dmesg_restrict"] == "1" and not facts.is_root:
+        return None, "needs root (kernel.dmesg_restrict=1)"
+    return None, f"dmesg failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'no output'}"
+
+
+def arch_profile(machine: str, asked: str | None) -> arches.ArchProfile:
+    """The arch profile for what `uname -m` says (the profiles' `uname` lists)."""
+    matches = [name for name in arches.available() if machine in arches.load(name).uname]
+    if asked is not None:
+        if asked not in matches:
+            raise LabError(f"the target is {machine} (uname -m), which arch profile {asked} is not: "
+                           f"drop --arch or use {' or '.join(matches) or 'a profile for it'}")
+        return arches.load(asked)
+    if not matches:
+        raise LabError(f"kernellab has no arch profile for {machine} (uname -m): profiles list the "
+                       "machines they fit in their `uname` key")
+    if len(matches) > 1:
+        raise LabError(f"{machine} (uname -m) fits the arch profiles {', '.join(matches)}: pick one with --arch")
+    return arches.load(matches[0])

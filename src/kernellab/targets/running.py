@@ -1,0 +1,186 @@
+"""The kernel a real machine runs now, measured by the agent run as an ordinary program
+(not PID 1, no power-off): this machine (`--target local`) or one reached over ssh
+(`--target ssh://[user@]host[:port]`).
+
+The console is the kernel's log first (dmesg, replayed: its printk times give the boot
+milestones and the "Memory:" line while the ring buffer still holds them), then the
+agent's output as it arrives. Time is the machine's own: wall mode only.
+
+Block I/O metrics run only on a file in a directory the user names (`--block-dir`), never
+on a device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+from ..arches import ArchProfile
+from ..errors import LabError
+from ..guest.console import ConsoleLine
+from ..guest.session import console_samples
+from . import Capabilities, TargetInfo
+from .machine import Facts, arch_profile, kernel_log, load_average, read_facts
+from .shell import Shell
+from .stream import ProcessConsole
+
+AGENT_DIR = "/tmp/kernellab"  # where the agent is copied on a remote machine; removed by the agent's own cleanup
+PID_LINE = "@kernellab-agent-pid "
+TIMING = "the machine's own clock: a hardware figure, noisy, needing repetitions and statistics"
+DEFAULT_BLOCK_MB = 32
+# What a running kernel's log gives: printk times of the boot, and its "Memory:" line.
+LOG_METRICS = ("boot.first_output.printk", "boot.linux_version.printk", "boot.freeing_unused.printk",
+               "mem.kernel.available", "mem.kernel.total")
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    env: dict[str, str]      # KL_* for the agent
+    block_file_mib: int      # the scratch file's size, when a block directory is given
+
+
+def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
+    """The run's command line, for an agent started as a program: KL_* words are its
+    options; anything else is a kernel parameter, which only a boot can set."""
+    env, kernel_words = {}, []
+    for word in cmdline.split():
+        key, eq, value = word.partition("=")
+        if key.startswith("KL_") and eq:
+            env[key] = value
+        else:
+            kernel_words.append(word)
+    if kernel_words and not kernel_booted:
+        raise LabError(f"{' '.join(kernel_words)}: kernel parameters (boot:, sysctl:, --initcalls) need a boot, "
+                       "and the running kernel's were fixed when it booted; measure them as a built variant "
+                       "(under QEMU, or kexec'd on an ssh target)")
+    block_mb = int(env.get("KL_BLOCK_MB", DEFAULT_BLOCK_MB))
+    return AgentOptions(env, block_mb)
+
+
+class RunningTarget:
+    """A real machine and the kernel it runs."""
+
+    def __init__(self, shell: Shell, name: str, arch: str | None = None, block_dir: str | None = None):
+        self.shell, self.name = shell, name
+        self.asked_arch, self.block_dir = arch, block_dir
+        self.capabilities = Capabilities(boots_kernels=False, measures_running=True, deterministic=False,
+                                         agent="program")
+
+    @cached_property
+    def facts(self) -> Facts:
+        return read_facts(self.shell)
+
+    @cached_property
+    def profile(self) -> ArchProfile:
+        return arch_profile(self.facts["machine"], self.asked_arch)
+
+    def describe(self, mode: str) -> TargetInfo:
+        details = {"target": self.shell.where, **self.facts.details()}
+        return TargetInfo(f"hardware: {self.facts.description()}", details, TIMING)
+
+    def install(self, agent: Path) -> str:
+        """The agent's path on the machine: copied there once per agent build."""
+        if self.shell.where == "this machine":
+            return str(agent)
+        digest = hashlib.sha256(agent.read_bytes()).hexdigest()[:16]
+        path = f"{AGENT_DIR}/agent-{digest}"
+        script = (f"test -x {path} && exit 0; mkdir -p {AGENT_DIR} && cat > {path}.tmp && "
+                  f"chmod 755 {path}.tmp && mv {path}.tmp {path}")
+        result = self.shell.run(script, stdin=agent.read_bytes(), timeout_s=300)
+        if result.code != 0:
+            raise LabError(f"cannot copy the agent to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
+        return path
+
+    def script(self, agent_path: str, options: AgentOptions) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(options.env.items()))
+        lines = ["set -u"]
+        agent = f"env {env} {shlex.quote(agent_path)}" if env else shlex.quote(agent_path)
+        if self.block_dir:
+            # A file the agent may overwrite; never a device.
+            lines += [f'f={shlex.quote(self.block_dir)}/kernellab-scratch.$$',
+                      "trap 'rm -f \"$f\"' EXIT",
+                      f'dd if=/dev/zero of="$f" bs=1048576 count=0 seek={options.block_file_mib} 2>/dev/null '
+                      f'|| {{ echo "cannot create a scratch file in {self.block_dir}" >&2; exit 4; }}']
+            agent += ' --block-dev "$f"'
+        lines += [f"{agent} &", "pid=$!", f'echo "{PID_LINE}$pid"', 'wait "$pid"']
+        return "\n".join(lines)
+
+    @contextmanager
+    def start(self, kernel: Path | None, agent: Path | None, cmdline: str, mode: str,
+              timeout_s: float) -> Iterator[RunningConsole]:
+        if kernel is not None:
+            raise LabError(f"the {self.name} target measures the kernel the machine runs; "
+                           "to boot a built kernel there use an ssh target (kexec)")
+        if agent is None:
+            raise LabError("no agent to run")
+        options = agent_options(cmdline, kernel_booted=False)
+        log, why = kernel_log(self.shell, self.facts)
+        path = self.install(agent)
+        console = RunningConsole(self.shell, self.script(path, options), timeout_s, log, why)
+        try:
+            yield console
+        finally:
+            console.close()
+
+
+class RunningConsole(ProcessConsole):
+    """The kernel's log, replayed, then the agent's records as they arrive."""
+
+    def __init__(self, shell: Shell, script: str, timeout_s: float, log: list[str] | None, log_reason: str):
+        self.shell, self.log, self.log_reason = shell, log, log_reason
+        self.remote_pid: str | None = None
+        super().__init__(["sh", "-c", script] if shell.where == "this machine" else [shell.where, script],
+                         timeout_s, shell.popen(script))
+
+    def lines(self) -> Iterator[ConsoleLine]:
+        for text in self.log or []:
+            yield ConsoleLine(0.0, text, replayed=True)
+        for line in super().lines():
+            if line.text.startswith(PID_LINE):
+                self.remote_pid = line.text.removeprefix(PID_LINE).strip()
+                continue
+            yield line
+
+    def unavailable(self) -> dict[str, str]:
+        """The boot figures the kernel's log no longer (or never) gave."""
+        if self.log is None:
+            why = f"the kernel log: {self.log_reason}"
+            return {m: why for m in LOG_METRICS}
+        found = {s.metric for s in console_samples([ConsoleLine(0.0, t, replayed=True) for t in self.log])}
+        return {m: "not in the kernel log any more (its ring buffer has wrapped since boot)"
+                for m in LOG_METRICS if m not in found}
+
+    def facts_after(self) -> dict[str, str]:
+        try:
+            return {"loadavg_after": load_average(self.shell)}
+        except LabError:
+            return {}
+
+    def kill(self) -> None:
+        """Stops the agent there too: closing ssh's channel does not."""
+        if self.remote_pid and self.remote_pid.isdigit() and self.shell.where != "this machine":
+            try:
+                self.shell.run(f"kill {self.remote_pid} 2>/dev/null", timeout_s=15)
+            except LabError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the shell started in a session of its own
+        except ProcessLookupError:
+            pass
+
+    def _finish(self, timed_out: bool) -> None:
+        if self._exit is not None:
+            return
+        super()._finish(timed_out)
+        assert self._exit is not None
+        code = self._exit.code
+        if code is not None and 128 < code < 255:  # sh's `wait` on a killed agent; 255 is ssh's own
+            self._exit.stderr += f"\nthe agent was killed by signal {code - 128}"
+        self._exit = replace(self._exit, ended="the agent stopped")

@@ -1,0 +1,103 @@
+"""A console that is a process's stdout: lines as they arrive, host-timestamped, until the
+process ends, the time limit runs out or the reader has heard enough."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from collections.abc import Iterator
+
+from ..guest.console import ConsoleLine
+from . import Exit
+
+
+class ProcessConsole:
+    """A process's stdout, read line by line with host timestamps: QEMU's serial console,
+    or an agent run as a program."""
+
+    def __init__(self, command: list[str], timeout_s: float, proc: subprocess.Popen[bytes] | None = None):
+        self.command = command
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout_s
+        self.stop_at = self.deadline
+        self._exit: Exit | None = None
+        self._stderr: list[bytes] = []
+        self.proc = proc or subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE)
+
+    def stop_in(self, seconds: float) -> None:
+        self.stop_at = min(self.stop_at, time.monotonic() + seconds)
+
+    def lines(self) -> Iterator[ConsoleLine]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        out, err = self.proc.stdout.fileno(), self.proc.stderr.fileno()
+        fds = [out, err]
+        pending, pending_t = b"", 0.0
+        while fds:
+            now = time.monotonic()
+            if now >= self.stop_at:
+                break
+            ready, _, _ = select.select(fds, [], [], min(0.2, self.stop_at - now))
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                arrived = time.monotonic() - self.start
+                if not chunk:
+                    fds.remove(fd)
+                    continue
+                if fd == err:
+                    self._stderr.append(chunk)
+                    continue
+                if not pending:
+                    pending_t = arrived
+                pending += chunk
+                while b"\n" in pending:
+                    raw, pending = pending.split(b"\n", 1)
+                    line = ConsoleLine(pending_t, _text(raw))
+                    pending_t = arrived
+                    yield line
+                    if time.monotonic() >= self.stop_at:
+                        break
+        if _text(pending):  # a last line without its newline; a lone "\r" is no line
+            yield ConsoleLine(pending_t, _text(pending))
+        self._finish(timed_out=time.monotonic() >= self.deadline)
+
+    @property
+    def exit(self) -> Exit:
+        if self._exit is None:
+            self._finish(timed_out=False)
+        assert self._exit is not None
+        return self._exit
+
+    def _finish(self, timed_out: bool) -> None:
+        if self._exit is not None:
+            return
+        stopped = self.proc.poll() is None
+        if stopped:
+            self.kill()
+        self.proc.wait()
+        assert self.proc.stderr is not None
+        rest = self.proc.stderr.read() or b""
+        stderr = (b"".join(self._stderr) + rest).decode("utf-8", "replace")
+        self._exit = Exit(None if stopped else self.proc.returncode, timed_out and stopped, stderr,
+                          time.monotonic() - self.start)
+
+    def unavailable(self) -> dict[str, str]:
+        return {}
+
+    def facts_after(self) -> dict[str, str]:
+        return {}
+
+    def kill(self) -> None:
+        """Stops the process kernellab stopped reading."""
+        self.proc.kill()
+
+    def close(self) -> None:
+        self._finish(timed_out=False)
+
+
+def _text(raw: bytes) -> str:
+    """A console line without its carriage returns: serial drivers end lines with "\r\n",
+    some early ones (powermac's udbg_scc) with "\n\r", which leaves the "\r" in front."""
+    return raw.decode("utf-8", "replace").strip("\r")
