@@ -66,7 +66,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _placement(args: argparse.Namespace) -> Placement:
     return Placement(TargetOptions(args.target, args.accel, args.ssh_config, args.accept_new_host_key,
-                                   args.block_dir, None, args.arch), _log)
+                                   args.block_dir, args.power_cycle, args.arch), _log)
 
 
 def _output(text: str, path: str | None) -> None:
@@ -360,6 +360,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--block-dir", default=None,
                        help="local and ssh targets: measure block I/O on a scratch file in this directory "
                             "(never on a device); without it blk.* are not measured")
+        p.add_argument("--power-cycle", default=None, metavar="CMD",
+                       help="ssh target: a shell command that power-cycles the machine, run when a kexec'd "
+                            "variant does not come back (as ktest's POWER_CYCLE)")
 
     def format_opt(p: argparse.ArgumentParser, *formats: str) -> None:
         p.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")

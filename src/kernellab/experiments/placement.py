@@ -16,7 +16,9 @@ from ..targets.accel import ACCELS, choose
 from ..targets.qemu import QemuTarget
 from ..targets.running import RunningTarget
 from ..targets.shell import LocalShell, SshShell, parse_ssh_url
-from .lab import Prepared, RunOptions
+from ..config.modules import module_options
+from ..targets.kexec import KexecTarget
+from .lab import RUNNING, Prepared, RunOptions
 from .spec import VariantSpec
 
 
@@ -37,7 +39,9 @@ class Placement:
     def __init__(self, options: TargetOptions, log: Callable[[str], None]):
         self.options, self.log = options, log
         self._accels: dict[str, str] = {}
+        self._checked: set[str] = set()
         self.machine: RunningTarget | None = None
+        self.kexec: KexecTarget | None = None
         if options.accel not in ACCELS:
             raise LabError(f"unknown --accel {options.accel!r}: use one of {', '.join(ACCELS)}")
         if options.target == "local":
@@ -45,10 +49,13 @@ class Placement:
         elif options.target.startswith("ssh://"):
             shell = SshShell(parse_ssh_url(options.target), options.ssh_config, options.accept_new_host_key)
             self.machine = RunningTarget(shell, "ssh", options.arch, options.block_dir)
+            self.kexec = KexecTarget(self.machine, options.power_cycle)
         elif options.target != "qemu":
             raise LabError(f"unknown --target {options.target!r}: use qemu, local or ssh://[user@]host[:port]")
         if self.machine is None and options.block_dir:
             raise LabError("--block-dir is for --target local or ssh (QEMU guests get a scratch disk of their own)")
+        if self.kexec is None and options.power_cycle:
+            raise LabError("--power-cycle is for ssh targets, which kernellab boots with kexec")
         if self.machine is not None and options.accel == "kvm":
             raise LabError("--accel kvm is for the qemu target")
 
@@ -67,10 +74,15 @@ class Placement:
             spec.arch = self.machine.profile.name
 
     def target(self, p: Prepared, build: Build | None, options: RunOptions) -> Target:
+        if self.kexec is not None:
+            if build is not None and p.spec.name not in self._checked:
+                self._check_kexec_variant(p, self.kexec)
+                self._checked.add(p.spec.name)
+            return self.kexec
         if self.machine is not None:
             if build is not None:
-                raise LabError(f"variant {p.spec.name}: booting a built kernel on {self.options.target} "
-                               "is not supported yet; measure `running` there, or the variant under QEMU")
+                raise LabError(f"variant {p.spec.name}: the local target measures the kernel this machine runs; "
+                               "boot built variants under QEMU, or on an ssh target (kexec)")
             return self.machine
         if build is None:
             raise LabError(f"variant {p.spec.name} is the kernel a machine runs: measure it with "
@@ -82,3 +94,13 @@ class Placement:
                 self.log(choice.why)
             accel = self._accels[p.profile.name] = choice.accel
         return QemuTarget(p.profile, options.scratch_mib, accel)
+
+    @staticmethod
+    def _check_kexec_variant(p: Prepared, kexec: KexecTarget) -> None:
+        """A kernel kexec'd on a remote must bring back its network and root file system:
+        based on the remote's own config, and keeping the drivers ssh depends on."""
+        if p.spec.base != RUNNING:
+            raise LabError(f"variant {p.spec.name}: booting on {kexec.machine.shell.where} needs a variant based "
+                           f"on `running` (its own config, e.g. {p.spec.name}=running+CHANGES): a kernel without "
+                           "its network and root file system drivers never answers again")
+        kexec.check_variant(p.spec.name, p.config.values, module_options(p.source.tree))

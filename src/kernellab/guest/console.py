@@ -19,6 +19,8 @@ MILESTONES = (
     ("freeing_unused", re.compile(r"Freeing unused kernel")),
     ("init_start", re.compile(r"Run \S+ as init process")),
     ("agent_ready", re.compile(r"kernellab-agent: ready")),
+    # kernellab's own line when a kexec'd remote answers ssh (targets.kexec): host time only
+    ("ssh_ready", re.compile(r"^kernellab: ssh reachable")),
 )
 
 PANIC = re.compile(r"Kernel panic - not syncing")

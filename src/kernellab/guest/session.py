@@ -153,7 +153,7 @@ class Session:
                 r.reason = "the guest rebooted before the agent finished"
             else:
                 last = exit.stderr.strip().splitlines()[-1:] or [f"exit code {exit.code}"]
-                r.reason = f"{exit.ended} before the agent finished ({last[0]})"
+                r.reason = f"{exit.ended} ({last[0]})"
         elif r.status == "ok" and r.clocksource in COARSE_CLOCKSOURCES:
             r.status = "coarse-clock"
             r.reason = (f"the guest kernel timed with the {r.clocksource} clocksource (tick resolution): "

@@ -46,7 +46,7 @@ class Exit:
     timed_out: bool    # stopped because the time limit ran out
     stderr: str        # what the target said besides the console (QEMU's own errors)
     wall_s: float
-    ended: str = "the kernel stopped"   # what an early end means on this target
+    ended: str = "the kernel stopped before the agent finished"   # an early end, on this target
 
 
 class Console(Protocol):

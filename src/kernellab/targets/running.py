@@ -44,6 +44,7 @@ LOG_METRICS = ("boot.first_output.printk", "boot.linux_version.printk", "boot.fr
 class AgentOptions:
     env: dict[str, str]      # KL_* for the agent
     block_file_mib: int      # the scratch file's size, when a block directory is given
+    kernel_words: list[str]  # kernel parameters: for a kernel kexec'd into (targets.kexec)
 
 
 def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
@@ -61,7 +62,7 @@ def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
                        "and the running kernel's were fixed when it booted; measure them as a built variant "
                        "(under QEMU, or kexec'd on an ssh target)")
     block_mb = int(env.get("KL_BLOCK_MB", DEFAULT_BLOCK_MB))
-    return AgentOptions(env, block_mb)
+    return AgentOptions(env, block_mb, kernel_words)
 
 
 class RunningTarget:
@@ -76,6 +77,10 @@ class RunningTarget:
     @cached_property
     def facts(self) -> Facts:
         return read_facts(self.shell)
+
+    def reset(self) -> None:
+        """The machine booted another kernel: read its facts again."""
+        self.__dict__.pop("facts", None)
 
     @cached_property
     def profile(self) -> ArchProfile:
@@ -135,6 +140,7 @@ class RunningConsole(ProcessConsole):
 
     def __init__(self, shell: Shell, script: str, timeout_s: float, log: list[str] | None, log_reason: str):
         self.shell, self.log, self.log_reason = shell, log, log_reason
+        self.first: list[ConsoleLine] = []   # kernellab's own lines before the agent's (targets.kexec)
         self.remote_pid: str | None = None
         super().__init__(["sh", "-c", script] if shell.where == "this machine" else [shell.where, script],
                          timeout_s, shell.popen(script))
@@ -142,6 +148,7 @@ class RunningConsole(ProcessConsole):
     def lines(self) -> Iterator[ConsoleLine]:
         for text in self.log or []:
             yield ConsoleLine(0.0, text, replayed=True)
+        yield from self.first
         for line in super().lines():
             if line.text.startswith(PID_LINE):
                 self.remote_pid = line.text.removeprefix(PID_LINE).strip()
@@ -183,4 +190,4 @@ class RunningConsole(ProcessConsole):
         code = self._exit.code
         if code is not None and 128 < code < 255:  # sh's `wait` on a killed agent; 255 is ssh's own
             self._exit.stderr += f"\nthe agent was killed by signal {code - 128}"
-        self._exit = replace(self._exit, ended="the agent stopped")
+        self._exit = replace(self._exit, ended="the agent stopped before its end record")

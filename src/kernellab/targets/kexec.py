@@ -1,0 +1,251 @@
+"""Booting a built kernel on a remote machine with kexec, measuring it, and returning the
+machine to its default kernel.
+
+Safety rules, each enforced here:
+- never touch the bootloader or /boot: the kernel goes to /tmp/kernellab, `kexec -l`
+  loads it with the running kernel's command line and initramfs, and a reboot returns
+  the machine to whatever its bootloader starts;
+- refuse where kexec is disabled (kernel.kexec_load_disabled, lockdown) or missing;
+- a variant must keep what ssh needs (the network driver of the route back to us and the
+  root file system's): checked on the variant's config before anything starts;
+- a variant that does not come back: the user's power-cycle command, if configured (as
+  ktest's POWER_CYCLE), and the run fails with the reason; without one, stop and say
+  what state the machine is in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import LabError
+from ..guest.console import ConsoleLine
+from . import Capabilities, Exit, TargetInfo
+from .running import AGENT_DIR, RunningConsole, RunningTarget, agent_options
+
+COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
+POLL_S = 2.0
+SSH_READY_LINE = "kernellab: ssh reachable"
+
+# Where distributions keep the initramfs of a kernel release.
+INITRD_SCRIPT = r"""r=$(uname -r)
+for f in "/boot/initrd.img-$r" "/boot/initramfs-$r.img" "/boot/initrd-$r"; do
+  [ -r "$f" ] && { echo "$f"; exit 0; }
+done"""
+
+# The drivers the remote needs to be reached again: those of the network device on the
+# route back to us, and of the root file system's device and type. One "module" per line.
+DRIVERS_SCRIPT = r"""client=${SSH_CONNECTION%% *}
+dev=$(ip route get "$client" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
+[ -n "$dev" ] || dev=$(ip route show default 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1)
+walk() {
+  p=$(readlink -f "$1")
+  while [ -n "$p" ] && [ "$p" != /sys/devices ] && [ "$p" != / ]; do
+    if [ -e "$p/driver" ]; then
+      m=$(readlink -f "$p/driver/module" 2>/dev/null) || m=
+      [ -n "$m" ] || m=$(readlink -f "$p/driver")
+      echo "$2 ${m##*/}"
+    fi
+    p=${p%/*}
+  done
+}
+[ -n "$dev" ] && walk "/sys/class/net/$dev/device" "net:$dev"
+set -- $(awk '$2 == "/" { print $1, $3 }' /proc/mounts | tail -n 1)
+echo "fs:/ $2"
+case "$1" in /dev/*) b=$(readlink -f "$1"); walk "/sys/class/block/${b##*/}/device" "disk:$1";; esac
+"""
+
+# File systems that need no driver: the root of an initramfs.
+BUILTIN_FS = {"rootfs", "ramfs", "tmpfs"}
+
+
+class KexecTarget:
+    """An ssh target that boots built kernels with kexec (and measures the running one)."""
+    name = "ssh"
+
+    def __init__(self, machine: RunningTarget, power_cycle: str | None = None, come_back_s: float = COME_BACK_S):
+        self.machine, self.power_cycle, self.come_back_s = machine, power_cycle, come_back_s
+        self.capabilities = Capabilities(boots_kernels=True, measures_running=True, deterministic=False,
+                                         agent="program")
+
+    def describe(self, mode: str) -> TargetInfo:
+        return self.machine.describe(mode)
+
+    # -- before anything starts ---------------------------------------------------
+
+    def refuse_unless_kexec_works(self) -> None:
+        facts, where = self.machine.facts, self.machine.shell.where
+        if not facts["kexec"]:
+            raise LabError(f"{where} has no kexec: install kexec-tools there to boot variants on it")
+        if facts["kexec_load_disabled"] == "1":
+            raise LabError(f"{where} forbids kexec (kernel.kexec_load_disabled=1, which only a reboot resets)")
+        if re.search(r"\[(integrity|confidentiality)\]", facts["lockdown"]):
+            raise LabError(f"{where} is in kernel lockdown ({facts['lockdown']}): it loads no unsigned kernel "
+                           "with kexec")
+        if not facts.is_root:
+            raise LabError(f"booting a variant on {where} needs root there (kexec): log in as root")
+
+    def drivers(self) -> list[tuple[str, str]]:
+        """(what, driver or file system) pairs the remote's ssh depends on."""
+        result = self.machine.shell.run(DRIVERS_SCRIPT)
+        out = []
+        for line in result.text.splitlines():
+            what, _, module = line.partition(" ")
+            if module and not (what == "fs:/" and module in BUILTIN_FS):
+                out.append((what, module.replace("-", "_")))
+        return out
+
+    def check_variant(self, name: str, values: dict[str, str], options: dict[str, str]) -> None:
+        """`options`: module name -> its CONFIG_ option (from the source tree's Makefiles)."""
+        self.refuse_unless_kexec_works()
+        for what, module in self.drivers():
+            option = options.get(module)
+            if option is None:
+                continue  # a driver the source does not build (a platform's own): nothing to check
+            value = values.get(option, "n")
+            if value == "m":
+                raise LabError(f"variant {name}: {option}=m ({module}, for {what}); kernellab copies no modules: "
+                               f"build it in ({option}=y)")
+            if value != "y":
+                raise LabError(f"variant {name} lacks {option} ({module}, for {what}): booted with kexec, the "
+                               "machine would never answer ssh again; base the variant on `running` and keep it")
+
+    # -- a run ---------------------------------------------------------------------
+
+    @contextmanager
+    def start(self, kernel: Path | None, agent: Path | None, cmdline: str, mode: str,
+              timeout_s: float) -> Iterator[RunningConsole | _NoConsole]:
+        if kernel is None:
+            with self.machine.start(None, agent, cmdline, mode, timeout_s) as running:
+                yield running
+            return
+        options = agent_options(cmdline, kernel_booted=True)
+        agent_words = " ".join(f"{k}={v}" for k, v in options.env.items())
+        outcome = self.boot(kernel, options.kernel_words)
+        try:
+            if isinstance(outcome, str):
+                yield _NoConsole(outcome)
+                return
+            with self.machine.start(None, agent, agent_words, mode, timeout_s) as console:
+                console.first = [ConsoleLine(outcome, f"{SSH_READY_LINE} {outcome:.1f} s after kexec -e")]
+                yield console
+        finally:
+            if not isinstance(outcome, str):
+                self.return_to_default()
+
+    def boot(self, kernel: Path, words: list[str]) -> float | str:
+        """kexec into `kernel`: the seconds from `kexec -e` to ssh answering in it, or why it
+        failed (after a power cycle)."""
+        self.refuse_unless_kexec_works()
+        shell, where = self.machine.shell, self.machine.shell.where
+        data = kernel.read_bytes()
+        path = f"{AGENT_DIR}/kernel-{hashlib.sha256(data).hexdigest()[:16]}"
+        put = shell.run(f"mkdir -p {AGENT_DIR} && cat > {path}", stdin=data, timeout_s=600)
+        if put.code != 0:
+            raise LabError(f"cannot copy the kernel to {where}:{path}: {put.stderr.strip()[-200:]}")
+        initrd = shell.run(INITRD_SCRIPT).text.strip()
+        marker = f"kernellab.boot={secrets.token_hex(6)}"
+        extra = " ".join([*words, marker])
+        load = (f"kexec -l {path}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
+                + f' --command-line="$(cat /proc/cmdline) {extra}"')
+        loaded = shell.run(load, timeout_s=120)
+        if loaded.code != 0:
+            raise LabError(f"kexec -l on {where} failed: {loaded.stderr.strip()[-300:] or f'exit {loaded.code}'}")
+        before = self._boot_id()
+        go = "systemctl kexec" if self.machine.facts["systemd"] == "yes" else "sync; kexec -e"
+        self._detached(go)
+        started = time.monotonic()
+        state = self._wait_for(lambda boot_id, cmdline: boot_id != before, self.come_back_s)
+        if state is None:
+            return self._recover(f"did not answer within {self.come_back_s:.0f} s of kexec -e")
+        if marker not in state[1]:
+            return (f"came back in another kernel ({state[1].strip()[:120]}): the variant did not boot, or "
+                    "panicked and the machine restarted its default kernel")
+        self.machine.reset()
+        return time.monotonic() - started - 1.0   # the detached command waits 1 s before kexec -e
+
+    def return_to_default(self) -> None:
+        """A reboot: the machine starts whatever its bootloader starts, untouched by kernellab."""
+        before = self._boot_id()
+        go = "systemctl reboot" if self.machine.facts["systemd"] == "yes" else "sync; reboot"
+        self._detached(go)
+        state = self._wait_for(lambda boot_id, cmdline: boot_id != before and "kernellab.boot=" not in cmdline,
+                               self.come_back_s)
+        self.machine.reset()
+        if state is None:
+            why = self._recover(f"did not come back from the reboot into its default kernel within "
+                                f"{self.come_back_s:.0f} s")
+            if "back in its default kernel" not in why:
+                raise LabError(why)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _detached(self, command: str) -> None:
+        """Starts `command` there after this ssh session has closed cleanly."""
+        self.machine.shell.run(f"nohup sh -c {shlex.quote('sleep 1; ' + command)} >/dev/null 2>&1 &", timeout_s=30)
+
+    def _boot_id(self) -> str:
+        return self.machine.shell.run("cat /proc/sys/kernel/random/boot_id").text.strip()
+
+    def _wait_for(self, ready: Callable[[str, str], bool], within_s: float) -> tuple[str, str] | None:
+        """Polls ssh until `ready(boot_id, cmdline)`; None when the time runs out."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                out = self.machine.shell.run("cat /proc/sys/kernel/random/boot_id /proc/cmdline", timeout_s=15)
+            except LabError:
+                out = None
+            if out is not None and out.code == 0:
+                boot_id, _, cmdline = out.text.partition("\n")
+                if ready(boot_id.strip(), cmdline):
+                    return boot_id.strip(), cmdline
+            time.sleep(POLL_S)
+        return None
+
+    def _recover(self, what: str) -> str:
+        where = self.machine.shell.where
+        if not self.power_cycle:
+            raise LabError(f"{where} {what}. It is running the variant or is hung; its disk is as it was (kexec "
+                           "touched nothing there): power-cycle it by hand, or give --power-cycle CMD to let "
+                           "kernellab do it")
+        done = subprocess.run(["sh", "-c", self.power_cycle], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise LabError(f"{where} {what}, and the power-cycle command failed (exit {done.returncode}: "
+                           f"{done.stderr.strip()[-200:]}): check the machine by hand")
+        back = self._wait_for(lambda boot_id, cmdline: "kernellab.boot=" not in cmdline, self.come_back_s)
+        if back is None:
+            raise LabError(f"{where} {what}; kernellab power-cycled it, and it did not come back within "
+                           f"{self.come_back_s:.0f} s: check the machine by hand")
+        self.machine.reset()
+        return f"{where} {what}; power-cycled ({self.power_cycle}), back in its default kernel"
+
+
+class _NoConsole:
+    """The run of a variant that never came back: nothing to read, and why."""
+
+    def __init__(self, reason: str):
+        self.command: list[str] = []
+        self.reason = reason
+
+    def lines(self) -> Iterator[ConsoleLine]:
+        return iter(())
+
+    def stop_in(self, seconds: float) -> None:
+        pass
+
+    @property
+    def exit(self) -> Exit:
+        return Exit(None, False, self.reason, 0.0, ended="the variant never came back; nothing measured")
+
+    def unavailable(self) -> dict[str, str]:
+        return {}
+
+    def facts_after(self) -> dict[str, str]:
+        return {}
