@@ -301,3 +301,15 @@ def test_a_table_of_different_targets_says_so_and_never_pools_them(tmp_path):
     with pytest.raises(LabError, match="cannot be pooled .*target QEMU TCG wall.*target hardware: a NAS"):
         samples(records[0], store)
     assert json.dumps(report)
+
+
+def test_audit_takes_the_running_kernels_config(capsys):
+    """`running` as audit's config: the kernel this machine runs (when its config is readable)."""
+    from kernellab.cli import main
+    from kernellab.targets.machine import running_config
+    if running_config(LocalShell())[0] is None:
+        assert main(["audit", "running", "--profile", "virtual-guest"]) == 2
+        assert "not in /proc/config.gz" in capsys.readouterr().err
+        return
+    assert main(["audit", "running", "--profile", "virtual-guest", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["profile"] == "virtual-guest"

@@ -17,7 +17,7 @@ from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, sweep
 from .experiments.bisect import Bisector
-from .experiments.placement import Placement, TargetOptions
+from .experiments.placement import Placement, TargetOptions, running_config
 from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
@@ -189,7 +189,16 @@ def _warn(warnings: list[str]) -> None:
         print(f"kernellab: warning: {w}", file=sys.stderr)
 
 
+def _running(path: str, args: argparse.Namespace) -> str:
+    """A config argument: `running` is the config of the kernel --target runs."""
+    if path != lab.RUNNING:
+        return path
+    return str(running_config(TargetOptions(args.target, ssh_config=args.ssh_config,
+                                            accept_new_host_key=args.accept_new_host_key)))
+
+
 def cmd_config_diff(args: argparse.Namespace) -> int:
+    args.a, args.b = _running(args.a, args), _running(args.b, args)
     tree = _kconfig_tree(args, args.a, args.b)
     result, warnings = diff.diff(tree, args.a, args.b, derived=args.all)
     _warn(warnings)
@@ -208,6 +217,7 @@ def cmd_config_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    args.config = _running(args.config, args)
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config))
     report = audit.audit(tree, rules_for(args.profile), args.profile)
@@ -347,16 +357,18 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--arch", default=None,
                        help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 
-    def target_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--target", default="qemu",
-                       help="where variants run: qemu (default), local (this machine's running kernel) or "
-                            "ssh://[user@]host[:port] (a remote machine's); see README, 'Real machines'")
-        p.add_argument("--accel", choices=ACCELS, default="auto",
-                       help="qemu target: auto (KVM when it works and the mode allows, else TCG), kvm or tcg")
+    def machine_opts(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--target", default="qemu", help=what)
         p.add_argument("--ssh-config", type=Path, default=None, help="ssh -F: an ssh config file to use")
         p.add_argument("--accept-new-host-key", action="store_true",
                        help="accept (and record) the host key of an ssh target not yet in known_hosts; "
                             "a changed key is always refused")
+
+    def target_opts(p: argparse.ArgumentParser) -> None:
+        machine_opts(p, "where variants run: qemu (default), local (this machine's running kernel) or "
+                        "ssh://[user@]host[:port] (a remote machine's); see README, 'Real machines'")
+        p.add_argument("--accel", choices=ACCELS, default="auto",
+                       help="qemu target: auto (KVM when it works and the mode allows, else TCG), kvm or tcg")
         p.add_argument("--block-dir", default=None,
                        help="local and ssh targets: measure block I/O on a scratch file in this directory "
                             "(never on a device); without it blk.* are not measured")
@@ -420,8 +432,9 @@ def parser() -> argparse.ArgumentParser:
     cfg = sub.add_parser("config", help="compare configs and explain options, with the Kconfig of the tree")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
     cd = command("diff", "options that differ between two .config files, by menu", cmd_config_diff, cfg_sub)
-    cd.add_argument("a", help="a .config")
-    cd.add_argument("b", help="another .config")
+    cd.add_argument("a", help="a .config, or `running` (the config of the kernel --target runs)")
+    cd.add_argument("b", help="another .config, or `running`")
+    machine_opts(cd, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     cd.add_argument("--all", action="store_true", help="also show differing options without a prompt")
     format_opt(cd, "table", "json")
     variant_opts(cd)
@@ -433,7 +446,8 @@ def parser() -> argparse.ArgumentParser:
     variant_opts(ce)
 
     a = command("audit", "check a .config against the rule base for a workload profile", cmd_audit)
-    a.add_argument("config", help="a .config")
+    a.add_argument("config", help="a .config, or `running` (the config of the kernel --target runs)")
+    machine_opts(a, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     a.add_argument("--profile", required=True, choices=PROFILES)
     format_opt(a, "table", "json")
     a.add_argument("--fragment", help="write a config fragment applying the recommended changes")

@@ -10,7 +10,6 @@ it is that kernel's config, changed and built from a source of the same version.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, modes, paths, sources
+from .. import arches, modes, sources
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
@@ -31,7 +30,7 @@ from ..metrics.catalog import describe
 from ..sources import Source
 from ..store import Store
 from ..targets import Console, Target
-from ..targets.machine import running_config
+from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB, QemuTarget
 from ..targets.running import RunningTarget
 from ..targets.shell import LocalShell
@@ -103,13 +102,7 @@ def _running_config_file(machine: RunningTarget, source: Source) -> Path:
         raise LabError(f"{machine.shell.where} runs Linux {release}, and the source {source.spec} is "
                        f"{source.version}: pass --source with a tree (or debian:X.Y) of "
                        f"{_major_minor(release)} to build a variant of its kernel")
-    text, origin = running_config(machine.shell)
-    if text is None:
-        raise LabError(f"the base `running` needs the config of the kernel {machine.shell.where} runs: {origin}")
-    path = paths.cache_dir("running-configs") / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.config"
-    if not path.exists():
-        path.write_text(text)
-    return path
+    return running_config_file(machine.shell)
 
 
 def _major_minor(release: str) -> str:

@@ -4,20 +4,22 @@ machine over ssh; and what that changes for the experiment (its arch, its timing
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import modes
 from ..build import Build
+from ..config.modules import module_options
 from ..errors import LabError
 from ..targets import Target
 from ..targets.accel import ACCELS, choose
+from ..targets.kexec import KexecTarget
+from ..targets.machine import running_config_file
 from ..targets.qemu import QemuTarget
 from ..targets.running import RunningTarget
 from ..targets.shell import LocalShell, SshShell, parse_ssh_url
-from ..config.modules import module_options
-from ..targets.kexec import KexecTarget
 from .lab import RUNNING, Prepared, RunOptions
 from .spec import VariantSpec
 
@@ -33,6 +35,22 @@ class TargetOptions:
     arch: str | None = None              # --arch as the user gave it
 
 
+def real_machine(options: TargetOptions) -> RunningTarget:
+    """The machine of --target local or ssh://..."""
+    if options.target == "local":
+        return RunningTarget(LocalShell(), "local", options.arch, options.block_dir)
+    if options.target.startswith("ssh://"):
+        shell = SshShell(parse_ssh_url(options.target), options.ssh_config, options.accept_new_host_key)
+        return RunningTarget(shell, "ssh", options.arch, options.block_dir)
+    raise LabError(f"unknown --target {options.target!r}: use qemu, local or ssh://[user@]host[:port]")
+
+
+def running_config(options: TargetOptions) -> Path:
+    """The config of the kernel --target runs (qemu: this machine's) as a file."""
+    local = dataclasses.replace(options, target="local")
+    return running_config_file(real_machine(options if options.target != "qemu" else local).shell)
+
+
 class Placement:
     """The target of every run of one command."""
 
@@ -44,14 +62,10 @@ class Placement:
         self.kexec: KexecTarget | None = None
         if options.accel not in ACCELS:
             raise LabError(f"unknown --accel {options.accel!r}: use one of {', '.join(ACCELS)}")
-        if options.target == "local":
-            self.machine = RunningTarget(LocalShell(), "local", options.arch, options.block_dir)
-        elif options.target.startswith("ssh://"):
-            shell = SshShell(parse_ssh_url(options.target), options.ssh_config, options.accept_new_host_key)
-            self.machine = RunningTarget(shell, "ssh", options.arch, options.block_dir)
+        if options.target != "qemu":
+            self.machine = real_machine(options)
+        if self.machine is not None and self.machine.name == "ssh":
             self.kexec = KexecTarget(self.machine, options.power_cycle)
-        elif options.target != "qemu":
-            raise LabError(f"unknown --target {options.target!r}: use qemu, local or ssh://[user@]host[:port]")
         if self.machine is None and options.block_dir:
             raise LabError("--block-dir is for --target local or ssh (QEMU guests get a scratch disk of their own)")
         if self.kexec is None and options.power_cycle:

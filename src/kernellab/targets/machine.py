@@ -8,8 +8,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from .. import arches
+from .. import arches, paths
 from ..errors import LabError
 from .shell import Shell
 
@@ -115,6 +116,18 @@ def running_config(shell: Shell) -> tuple[str | None, str]:
         except (OSError, EOFError) as exc:
             return None, f"{where} is not readable gzip ({exc})"
     return data.decode("utf-8", "replace"), where
+
+
+def running_config_file(shell: Shell) -> Path:
+    """The running kernel's config as a file (cached by content), for anything that reads
+    a .config: a variant's base `running`, `audit running`, `config diff running ...`."""
+    text, origin = running_config(shell)
+    if text is None:
+        raise LabError(f"{shell.where}: {origin}")
+    path = paths.cache_dir("running-configs") / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.config"
+    if not path.exists():
+        path.write_text(text)
+    return path
 
 
 def kernel_log(shell: Shell, facts: Facts) -> tuple[list[str] | None, str]:
