@@ -312,4 +312,4 @@ def test_audit_takes_the_running_kernels_config(capsys):
         assert "not in /proc/config.gz" in capsys.readouterr().err
         return
     assert main(["audit", "running", "--profile", "virtual-guest", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["profile"] == "virtual-guest"
+    assert any(r["rule"] == "psi" for r in json.loads(capsys.readouterr().out))
