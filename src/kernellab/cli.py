@@ -15,7 +15,7 @@ from pathlib import Path
 from . import arches, doctor, modes, paths, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import compare, lab, sweep
+from .experiments import compare, lab, lava, sweep
 from .experiments.bisect import Bisector
 from .experiments.placement import Placement, TargetOptions, running_config
 from .experiments.probe import differing
@@ -26,6 +26,7 @@ from .report import attribution, auditreport, configdiff, explanation, render
 from .report.model import check_readable
 from .store import Store
 from .targets.accel import ACCELS
+from .targets.lava import read_log
 
 # One --format vocabulary; each command offers the formats that make sense for it.
 REPORT_FORMATS = ("table", "markdown", "json", "csv")
@@ -284,7 +285,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
-    from .experiments import lava
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, _store(args), log=_log)
     initrd = lab.initramfs_for(p)
@@ -298,8 +298,6 @@ def cmd_lava_job(args: argparse.Namespace) -> int:
 
 
 def cmd_import_lava(args: argparse.Namespace) -> int:
-    from .experiments import lava
-    from .targets.lava import read_log
     log = read_log(Path(args.log))  # a log that is none fails before any build
     job = lava.job_id(log, args.job_id)
     store = _store(args)
@@ -480,7 +478,6 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
 
-    from .experiments import lava
     lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
                  cmd_lava_job)
     lj.add_argument("variant")
