@@ -166,7 +166,8 @@ class LavaLogConsole:
     @property
     def exit(self) -> Exit:
         # LAVA's own errors explain a console that ends before the agent's end record.
-        return Exit(0, False, "\n".join(self.log.errors()), self._last, ended="the LAVA job's console log ended before the agent finished")
+        return Exit(0, False, "\n".join(self.log.errors()), self._last,
+                    ended="the LAVA job's console log ended before the agent finished")
 
     def unavailable(self) -> dict[str, str]:
         return {}
