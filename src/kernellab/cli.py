@@ -26,6 +26,7 @@ from .report import attribution, auditreport, configdiff, explanation, render
 from .report.model import check_readable
 from .store import Store
 from .targets.accel import ACCELS
+from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
 
 # One --format vocabulary; each command offers the formats that make sense for it.
@@ -67,7 +68,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _placement(args: argparse.Namespace) -> Placement:
     return Placement(TargetOptions(args.target, args.accel, args.ssh_config, args.accept_new_host_key,
-                                   args.block_dir, args.power_cycle, args.arch), _log)
+                                   args.block_dir, args.power_cycle, args.arch, args.kexec_timeout), _log)
 
 
 def _output(text: str, path: str | None) -> None:
@@ -373,6 +374,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--power-cycle", default=None, metavar="CMD",
                        help="ssh target: a shell command that power-cycles the machine, run when a kexec'd "
                             "variant does not come back (as ktest's POWER_CYCLE)")
+        p.add_argument("--kexec-timeout", type=_positive, default=COME_BACK_S, metavar="SECONDS",
+                       help=f"ssh target: how long a kexec'd variant, or the reboot back, may take to answer ssh "
+                            f"(default {COME_BACK_S:.0f})")
 
     def format_opt(p: argparse.ArgumentParser, *formats: str) -> None:
         p.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")

@@ -15,7 +15,7 @@ from ..config.modules import module_options
 from ..errors import LabError
 from ..targets import Target
 from ..targets.accel import ACCELS, choose
-from ..targets.kexec import KexecTarget
+from ..targets.kexec import COME_BACK_S, KexecTarget
 from ..targets.machine import running_config_file
 from ..targets.qemu import QemuTarget
 from ..targets.running import RunningTarget
@@ -33,6 +33,7 @@ class TargetOptions:
     block_dir: str | None = None         # where block I/O metrics may write a file
     power_cycle: str | None = None       # a command that power-cycles the ssh target (kexec)
     arch: str | None = None              # --arch as the user gave it
+    come_back_s: float = COME_BACK_S     # how long a kexec'd (or rebooted) ssh target may take
 
 
 def real_machine(options: TargetOptions) -> RunningTarget:
@@ -65,7 +66,7 @@ class Placement:
         if options.target != "qemu":
             self.machine = real_machine(options)
         if self.machine is not None and self.machine.name == "ssh":
-            self.kexec = KexecTarget(self.machine, options.power_cycle)
+            self.kexec = KexecTarget(self.machine, options.power_cycle, options.come_back_s)
         if self.machine is None and options.block_dir:
             raise LabError("--block-dir is for --target local or ssh (QEMU guests get a scratch disk of their own)")
         if self.kexec is None and options.power_cycle:

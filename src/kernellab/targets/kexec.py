@@ -188,8 +188,11 @@ class KexecTarget:
     # -- helpers ------------------------------------------------------------------------
 
     def _detached(self, command: str) -> None:
-        """Starts `command` there after this ssh session has closed cleanly."""
-        self.machine.shell.run(f"nohup sh -c {shlex.quote('sleep 1; ' + command)} >/dev/null 2>&1 &", timeout_s=30)
+        """Starts `command` there a second after this ssh session has closed: in a session
+        of its own (no hangup when the login ends) and holding none of the channel's fds,
+        which would keep the session open."""
+        inner = shlex.quote(f"sleep 1; {command}")
+        self.machine.shell.run(f"setsid sh -c {inner} </dev/null >/dev/null 2>&1 &", timeout_s=30)
 
     def _boot_id(self) -> str:
         return self.machine.shell.run("cat /proc/sys/kernel/random/boot_id").text.strip()
@@ -224,7 +227,7 @@ class KexecTarget:
             raise LabError(f"{where} {what}; kernellab power-cycled it, and it did not come back within "
                            f"{self.come_back_s:.0f} s: check the machine by hand")
         self.machine.reset()
-        return f"{where} {what}; power-cycled ({self.power_cycle}), back in its default kernel"
+        return f"{where} {what}; power-cycled with --power-cycle, back in its default kernel"
 
 
 class _NoConsole:

@@ -1,0 +1,127 @@
+"""kernellab's ssh target against a real ssh server: the QEMU guest of tests/sshguest.py
+(dropbear, kexec-tools, busybox) plays the remote machine. kernellab measures its running
+kernel, kexecs it into a variant of its own config built here, measures that, returns it
+to its default kernel; a variant that never comes back is power-cycled and fails; bad
+hosts, users and keys are one line each; an agent killed there loses nothing measured."""
+
+import dataclasses
+import threading
+import time
+
+import pytest
+
+from kernellab.errors import LabError
+from kernellab.experiments import compare, lab
+from kernellab.experiments.placement import Placement, TargetOptions
+from kernellab.experiments.spec import Experiment, parse_short
+from sshguest import ALIAS, VARIANT, initramfs, ssh_guest
+
+pytestmark = pytest.mark.integration
+
+QUICK = "KL_REPEATS=3 KL_TARGET_US=500 KL_IDLE_MS=100"
+ONLY = "KL_ONLY=syscall.null,syscall.open_close,proc.fork_exit,ipc.pipe_rtt,irq.idle_total"
+# Every kexec'd boot of the guest reaches ssh in a few seconds under TCG; a hung one is
+# given up on after this.
+COME_BACK_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def guest(store):
+    prepared = lab.prepare(parse_short(VARIANT))
+    build = lab.ensure_built(prepared, store)
+    initrd, keys = initramfs()
+    with ssh_guest(build.image, initrd, keys) as g:
+        yield g
+
+
+def options(guest, **kw) -> TargetOptions:
+    return TargetOptions(f"ssh://{ALIAS}", ssh_config=guest.ssh_config, power_cycle=guest.power_cycle_command,
+                         come_back_s=COME_BACK_S, **kw)
+
+
+def run(guest, store, *variants, cmdline=f"{QUICK} {ONLY}", **kw):
+    messages: list[str] = []
+    placement = Placement(options(guest, **kw), log=messages.append)
+    exp = Experiment("ssh", [parse_short(v) for v in variants])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement)
+    opts = dataclasses.replace(how.options, cmdline_extra=cmdline)
+    how = dataclasses.replace(how, options=opts, target=lambda p, b: placement.target(p, b, opts))
+    report, failures = compare.run_experiment(exp, store, how, log=messages.append)
+    return report, failures, messages
+
+
+def medians(report, variant):
+    return {m["name"]: m["values"][variant]["median"] for m in report["metrics"]
+            if "median" in m["values"].get(variant, {})}
+
+
+def test_running_kernel_then_a_kexecd_variant_then_back(guest, store):
+    before = guest.boot_id()
+    t0 = time.monotonic()
+    report, failures, messages = run(guest, store, "running", "ecb=running+CONFIG_CRYPTO_ECB=y")
+    assert failures == [], messages
+    running, ecb = medians(report, "running"), medians(report, "ecb")
+    for metric in ("syscall.null", "proc.fork_exit", "ipc.pipe_rtt"):
+        assert running[metric] > 0 and ecb[metric] > 0
+    # The kexec'd kernel's own boot, from its log (printk) and kernellab's clock (ssh).
+    assert 0 < ecb["boot.ssh_ready.host"] < COME_BACK_S
+    assert "boot.linux_version.printk" in ecb
+    runs = {v["name"]: v["runs"][0] for v in report["variants"]}
+    assert runs["running"]["target"]["label"].startswith("hardware: ")
+    assert runs["ecb"]["target"]["details"]["target"] == f"ssh://{ALIAS}"
+    # The variant is a build of the guest's own config with one option changed.
+    (variant,) = [v for v in report["variants"] if v["name"] == "ecb"]
+    assert variant["base"] == "running" and variant["build"] is not None
+    # Back in the default kernel: a new boot, without kernellab's marker.
+    assert guest.boot_id() != before
+    assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
+    print(f"kexec round trip: ssh reachable {ecb['boot.ssh_ready.host']:.1f} s after kexec -e; "
+          f"whole experiment {time.monotonic() - t0:.0f} s")
+
+
+def test_a_variant_that_never_comes_back_is_power_cycled_and_fails(guest, store):
+    # No init ("Requested init /none failed": a panic) and no panic timeout: the kexec'd
+    # kernel hangs, as a bad variant would.
+    dead = "dead=running+CONFIG_CRYPTO_ECB=y+boot:rdinit=/none+boot:init=/none+boot:panic=0"
+    report, failures, messages = run(guest, store, dead)
+    assert len(failures) == 1 and "the variant never came back" in failures[0]
+    assert "power-cycled" in failures[0] and "back in its default kernel" in failures[0]
+    assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
+
+
+def test_a_variant_without_its_network_driver_is_refused_before_anything_starts(guest, store):
+    before = guest.boot_id()
+    with pytest.raises(LabError, match="lacks CONFIG_VIRTIO_NET .virtio_net, for net:eth0.*never answer ssh again"):
+        run(guest, store, "nonet=running+CONFIG_VIRTIO_NET=n")
+    assert guest.boot_id() == before
+
+
+def test_an_agent_killed_there_keeps_what_it_measured(guest, store):
+    killer = threading.Timer(8.0, lambda: guest.ssh("pkill -9 -f /tmp/kernellab/agent-"))
+    killer.start()
+    try:
+        report, failures, _ = run(guest, store, "running",
+                                  cmdline="KL_REPEATS=3 KL_ONLY=syscall.null,irq.idle_total KL_IDLE_MS=20000")
+    finally:
+        killer.cancel()
+    assert len(failures) == 1 and "killed by signal 9" in failures[0]
+    assert medians(report, "running")["syscall.null"] > 0  # measured before the kill, kept
+
+
+def test_hosts_keys_and_users_that_are_wrong_are_one_line_each(guest, tmp_path):
+    config = guest.ssh_config.read_text()
+    changed = tmp_path / "changed.config"
+    changed.write_text(config.replace(str(guest.known_hosts), str(guest.alternate_known_hosts())))
+    with pytest.raises(LabError, match="host key of ssh://kl-guest has CHANGED"):
+        Placement(TargetOptions(f"ssh://{ALIAS}", ssh_config=changed), print).machine.facts  # noqa: B018
+    unknown = tmp_path / "unknown.config"
+    empty = tmp_path / "known_hosts.empty"
+    empty.write_text("")
+    unknown.write_text(config.replace(str(guest.known_hosts), str(empty)))
+    with pytest.raises(LabError, match="not in known_hosts: .*--accept-new-host-key"):
+        Placement(TargetOptions(f"ssh://{ALIAS}", ssh_config=unknown), print).machine.facts  # noqa: B018
+    accepted = Placement(TargetOptions(f"ssh://{ALIAS}", ssh_config=unknown, accept_new_host_key=True), print)
+    assert accepted.machine.facts["machine"] == "x86_64"
+    assert guest.keys.host_public.split()[1] in empty.read_text()  # recorded, as ssh's accept-new does
+    with pytest.raises(LabError, match="refused the login .*check the user"):
+        Placement(TargetOptions(f"ssh://nobody@{ALIAS}", ssh_config=guest.ssh_config), print).machine.facts  # noqa: B018
