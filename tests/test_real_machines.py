@@ -9,6 +9,7 @@ import os
 import stat
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import labfakes
@@ -81,6 +82,8 @@ def test_local_target_measures_the_running_kernel(tmp_path):
     else:
         assert len(variant["config_hash"]) == 64 and store.db.execute(
             "SELECT config_hash FROM variants WHERE name='running'").fetchone()[0] == variant["config_hash"]
+    schema = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
+    jsonschema.validate(report, schema)
     # Never a zero where the agent could not measure: blk.* without --block-dir say why.
     blk = next(m for m in report["metrics"] if m["name"] == "blk.seq_write_direct")
     assert "needs --block-dir" in blk["values"]["running"]["not_available"]

@@ -86,6 +86,7 @@ def test_a_variant_that_never_comes_back_is_power_cycled_and_fails(guest, store)
     report, failures, messages = run(guest, store, dead)
     assert len(failures) == 1 and "the variant never came back" in failures[0]
     assert "power-cycled" in failures[0] and "back in its default kernel" in failures[0]
+    guest.wait_for_ssh(60)  # the server may turn away a connection or two while it settles
     assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
 
 

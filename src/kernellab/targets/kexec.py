@@ -49,8 +49,7 @@ walk() {
   p=$(readlink -f "$1")
   while [ -n "$p" ] && [ "$p" != /sys/devices ] && [ "$p" != / ]; do
     if [ -e "$p/driver" ]; then
-      m=$(readlink -f "$p/driver/module" 2>/dev/null) || m=
-      [ -n "$m" ] || m=$(readlink -f "$p/driver")
+      if [ -e "$p/driver/module" ]; then m=$(readlink -f "$p/driver/module"); else m=$(readlink -f "$p/driver"); fi
       echo "$2 ${m##*/}"
     fi
     p=${p%/*}

@@ -97,11 +97,6 @@ def read_facts(shell: Shell) -> Facts:
     return Facts(values)
 
 
-def load_average(shell: Shell) -> str:
-    result = shell.run("cut -d ' ' -f 1-3 /proc/loadavg")
-    return result.text.strip() if result.code == 0 else ""
-
-
 def running_config(shell: Shell) -> tuple[str | None, str]:
     """(the running kernel's .config, where it came from), or (None, why there is none)."""
     result = shell.run(CONFIG_SCRIPT)

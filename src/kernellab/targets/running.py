@@ -27,7 +27,7 @@ from ..errors import LabError
 from ..guest.console import ConsoleLine
 from ..guest.session import console_samples
 from . import Capabilities, TargetInfo
-from .machine import Facts, arch_profile, kernel_log, load_average, read_facts
+from .machine import Facts, arch_profile, kernel_log, read_facts
 from .shell import Shell
 from .stream import ProcessConsole
 
@@ -165,10 +165,16 @@ class RunningConsole(ProcessConsole):
                 for m in LOG_METRICS if m not in found}
 
     def facts_after(self) -> dict[str, str]:
+        """The load after the run, and the kernel that ran it (a kexec'd one is not the
+        kernel the machine was described with before)."""
         try:
-            return {"loadavg_after": load_average(self.shell)}
+            result = self.shell.run("cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v", timeout_s=30)
         except LabError:
             return {}
+        lines = result.text.splitlines()
+        if result.code != 0 or len(lines) != 3:
+            return {}
+        return {"loadavg_after": lines[0], "release": lines[1], "version": lines[2]}
 
     def kill(self) -> None:
         """Stops the agent there too: closing ssh's channel does not."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -106,6 +107,13 @@ _SSH_FAILURES = (
 )
 
 
+# Connections a server closed before the login, which ssh servers do for a while after
+# they start (their limit on unauthenticated connections, MaxStartups in OpenSSH's terms).
+_TRANSIENT = re.compile(r"kex_exchange_identification|Connection closed by|Connection reset")
+TRANSIENT_RETRIES = 4
+TRANSIENT_WAIT_S = 3.0
+
+
 class SshShell:
     """The system's `ssh`, non-interactive (BatchMode), host keys checked strictly."""
 
@@ -134,7 +142,13 @@ class SshShell:
         return [*argv, "--", self.address.host, shlex.join(["sh", "-c", script])]
 
     def run(self, script: str, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
-        result = _run(self.argv(script), stdin, timeout_s, self.where)
+        for attempt in range(TRANSIENT_RETRIES + 1):
+            result = _run(self.argv(script), stdin, timeout_s, self.where)
+            if result.code != 255 or not _TRANSIENT.search(result.stderr) or attempt == TRANSIENT_RETRIES:
+                break
+            # A server that has just come up (after a kexec or a reboot) may still turn
+            # connections away while it settles: ask again, a few times.
+            time.sleep(TRANSIENT_WAIT_S)
         self.check(result)
         return result
 
