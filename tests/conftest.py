@@ -41,7 +41,7 @@ def kernellab(*args, store_path, timeout=900):
 # (DEBUG_PAGEALLOC) are such configs: they run last, in this order, so that the other
 # tests' variants stay incremental builds of lab-minimal (CONFIG_UNIX=n: 335 s after them,
 # in a cold run).
-_LAST = ("test_sshguest.py", "test_ssh_target.py", "test_attribution_integration.py")
+_LAST = ("test_ssh_target.py", "test_attribution_integration.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -163,6 +163,9 @@ class KexecTarget:
         started = time.monotonic()
         state = self._wait_for(lambda boot_id, cmdline: boot_id != before, self.come_back_s)
         if state is None:
+            if self._answers_with(before):
+                return (f"{where} still runs its default kernel {self.come_back_s:.0f} s after kexec -e: "
+                        "the kexec did not start the variant")
             return self._recover(f"did not answer within {self.come_back_s:.0f} s of kexec -e")
         if marker not in state[1]:
             return (f"came back in another kernel ({state[1].strip()[:120]}): the variant did not boot, or "
@@ -192,6 +195,12 @@ class KexecTarget:
         which would keep the session open."""
         inner = shlex.quote(f"sleep 1; {command}")
         self.machine.shell.run(f"setsid sh -c {inner} </dev/null >/dev/null 2>&1 &", timeout_s=30)
+
+    def _answers_with(self, boot_id: str) -> bool:
+        try:
+            return self._boot_id() == boot_id
+        except LabError:
+            return False
 
     def _boot_id(self) -> str:
         return self.machine.shell.run("cat /proc/sys/kernel/random/boot_id").text.strip()

@@ -13,6 +13,9 @@ from ..guest.console import ConsoleLine
 from . import Exit
 
 
+EXIT_WAIT_S = 5.0
+
+
 class ProcessConsole:
     """A process's stdout, read line by line with host timestamps: QEMU's serial console,
     or an agent run as a program."""
@@ -61,6 +64,13 @@ class ProcessConsole:
                         break
         if _text(pending):  # a last line without its newline; a lone "\r" is no line
             yield ConsoleLine(pending_t, _text(pending))
+        if not fds:
+            # Both pipes closed: the process is ending on its own. Let it, so that its exit
+            # code (a killed agent's 137) is what it said, not kernellab's kill.
+            try:
+                self.proc.wait(timeout=EXIT_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
         self._finish(timed_out=time.monotonic() >= self.deadline)
 
     @property
