@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from ..guest.console import ConsoleLine
 from . import Exit
 
-
 EXIT_WAIT_S = 5.0
 
 
