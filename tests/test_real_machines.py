@@ -77,8 +77,8 @@ def test_local_target_measures_the_running_kernel(tmp_path):
     assert target["label"].startswith("hardware: ") and target["details"]["release"] == os.uname().release
     assert {"loadavg", "loadavg_after", "cmdline", "cpus", "governor"} <= set(target["details"])
     # The running kernel's config is found (and is the variant's), or why not is said.
-    if variant["dropped_options"]:
-        assert "not in /proc/config.gz" in variant["dropped_options"][0]["origin"]
+    if "note" in variant:
+        assert variant["note"].startswith("config unknown: the running kernel's config is not in /proc/config.gz")
     else:
         assert len(variant["config_hash"]) == 64 and store.db.execute(
             "SELECT config_hash FROM variants WHERE name='running'").fetchone()[0] == variant["config_hash"]
@@ -316,3 +316,12 @@ def test_audit_takes_the_running_kernels_config(capsys):
         return
     assert main(["audit", "running", "--profile", "virtual-guest", "--format", "json"]) == 0
     assert any(r["rule"] == "psi" for r in json.loads(capsys.readouterr().out))
+
+
+def test_a_variant_of_a_kernel_kernellab_has_no_source_for_asks_for_one():
+    facts = RunningTarget(LocalShell(), "local").facts.values | {"release": "5.10.0-30-amd64"}
+    answer = "".join(f"{k}={v}\n" for k, v in facts.items()).encode()
+    machine = RunningTarget(ScriptedShell({"echo \"release=": Result(0, answer, "")}), "ssh")
+    with pytest.raises(LabError, match=r"ssh://scripted runs Linux 5.10.0-30-amd64, and the source debian:6.1 is "
+                                       r"6.1.\d+: pass --source with a tree \(or debian:X.Y\) of 5.10"):
+        lab.prepare(parse_short("lean=running+CONFIG_SLUB_DEBUG_ON=y"), machine)

@@ -51,6 +51,7 @@ class Prepared:
     profile: arches.ArchProfile
     toolchain: toolchains.Toolchain | None   # None: the running kernel, which is not built
     config: ResolvedConfig
+    note: str = ""     # what kernellab could not learn of it (a running kernel's unreadable config)
 
     @property
     def running(self) -> bool:
@@ -88,11 +89,8 @@ def _prepare_running(spec: VariantSpec, machine: RunningTarget) -> Prepared:
     facts = machine.facts
     text, origin = running_config(machine.shell)
     source = Source(RUNNING, RUNNING, facts["release"], facts.kernel_id, Path("/"))
-    config = ResolvedConfig(RUNNING, text or "", [])
-    if text is None:
-        config.dropped.append({"option": "(the whole config)", "asked": "the running kernel's", "got": "unknown",
-                               "origin": origin})
-    return Prepared(spec, source, machine.profile, None, config)
+    note = "" if text is not None else f"config unknown: {origin}"
+    return Prepared(spec, source, machine.profile, None, ResolvedConfig(RUNNING, text or "", []), note)
 
 
 def _running_config_file(machine: RunningTarget, source: Source) -> Path:

@@ -84,6 +84,8 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
         if boot:
             lines.append(f"  boot parameters and sysctls: {' '.join(boot)}")
+        if v.get("note"):
+            lines.append(f"  {v['note']}")
         if v.get("build_only"):
             lines.append(f"  {v['build_only_note']} (build and size rows only)")
         for d in v["dropped_options"]:

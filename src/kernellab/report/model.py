@@ -179,6 +179,7 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
             "options": p.spec.options, "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls,
             "config_hash": p.config.hash, "dropped_options": p.config.dropped,
             "build": r.build.to_dict() if r.build is not None else None, "build_only": p.profile.build_only,
+            **({"note": p.note} if p.note else {}),
             **({"build_only_note": BUILD_ONLY_NOTE} if p.profile.build_only else {}),
             "runs": runs}
 
