@@ -20,9 +20,9 @@ pytestmark = pytest.mark.integration
 
 QUICK = "KL_REPEATS=3 KL_TARGET_US=500 KL_IDLE_MS=100"
 ONLY = "KL_ONLY=syscall.null,syscall.open_close,proc.fork_exit,ipc.pipe_rtt,irq.idle_total"
-# Every kexec'd boot of the guest reaches ssh in a few seconds under TCG; a hung one is
+# Every kexec'd boot of the guest reaches ssh in about 6 s under TCG; a hung one is
 # given up on after this.
-COME_BACK_S = 90.0
+COME_BACK_S = 45.0
 
 
 @pytest.fixture(scope="module")

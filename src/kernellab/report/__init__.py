@@ -9,6 +9,9 @@ from typing import Any
 
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
+# Details of a target that change run to run (a real machine's load): in the JSON, not in
+# the header's one line per target.
+PER_RUN_DETAILS = ("loadavg", "loadavg_after")
 
 
 def fmt_value(value: float, unit: str) -> str:
@@ -53,7 +56,8 @@ def targets(report: dict[str, Any]) -> list[str]:
         for r in v["runs"]:
             t = r.get("target")
             if t:
-                details = ", ".join(f"{k} {_short(str(val))}" for k, val in t.get("details", {}).items())
+                details = ", ".join(f"{k} {_short(str(val))}" for k, val in t.get("details", {}).items()
+                                    if k not in PER_RUN_DETAILS)
                 seen.setdefault(f"{t['label']} ({details})" if details else t["label"], None)
     return list(seen) or ["none (build only)"]
 

@@ -31,7 +31,7 @@ from . import Capabilities, Exit, TargetInfo
 from .running import AGENT_DIR, RunningConsole, RunningTarget, agent_options
 
 COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
-POLL_S = 2.0
+POLL_S = 0.5
 SSH_READY_LINE = "kernellab: ssh reachable"
 
 # Where distributions keep the initramfs of a kernel release.
@@ -209,10 +209,7 @@ class KexecTarget:
         """Polls ssh until `ready(boot_id, cmdline)`; None when the time runs out."""
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
-            try:
-                out = self.machine.shell.run("cat /proc/sys/kernel/random/boot_id /proc/cmdline", timeout_s=15)
-            except LabError:
-                out = None
+            out = self.machine.shell.poll("cat /proc/sys/kernel/random/boot_id /proc/cmdline")
             if out is not None and out.code == 0:
                 boot_id, _, cmdline = out.text.partition("\n")
                 if ready(boot_id.strip(), cmdline):

@@ -41,6 +41,11 @@ class Shell(Protocol):
         script's own exit code is the caller's to judge."""
         ...
 
+    def poll(self, script: str) -> Result | None:
+        """Runs a short script if the machine answers at once, else None: for waiting on
+        a machine that is booting, with no retries and a short connection timeout."""
+        ...
+
     def popen(self, script: str) -> subprocess.Popen[bytes]:
         """Starts a sh script there with its stdout and stderr as pipes, for streaming."""
         ...
@@ -62,6 +67,9 @@ class LocalShell:
 
     def check(self, result: Result) -> None:
         pass
+
+    def poll(self, script: str) -> Result | None:
+        return self.run(script, timeout_s=POLL_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,10 @@ _SSH_FAILURES = (
 _TRANSIENT = re.compile(r"kex_exchange_identification|Connection closed by|Connection reset")
 TRANSIENT_RETRIES = 4
 TRANSIENT_WAIT_S = 3.0
+# Waiting for a booting machine: a short connection timeout (banner exchange included), so
+# that the time it answers is known to a second or two, not to ssh's usual ten.
+POLL_CONNECT_S = 2
+POLL_TIMEOUT_S = 10.0
 
 
 class SshShell:
@@ -151,6 +163,15 @@ class SshShell:
             time.sleep(TRANSIENT_WAIT_S)
         self.check(result)
         return result
+
+    def poll(self, script: str) -> Result | None:
+        argv = self.argv(script)
+        argv[argv.index(f"ConnectTimeout={self.connect_timeout_s}")] = f"ConnectTimeout={POLL_CONNECT_S}"
+        try:
+            result = _run(argv, None, POLL_TIMEOUT_S, self.where)
+        except LabError:
+            return None
+        return result if result.code != 255 else None
 
     def popen(self, script: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(self.argv(script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
