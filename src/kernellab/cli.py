@@ -121,7 +121,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-_RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "status", "samples", "reason")
+_RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "label", "status", "samples",
+                "reason")
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -141,10 +142,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"no runs in {store.path}")
     else:
         print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} "
-              f"{'mode':6} {'status':13} samples  reason")
+              f"{'mode':6} {'target':20} {'status':13} samples  reason")
         for r in rows:
             print(f"{r['id']:>5}  {r['started']}  {r['name'][:16]:16} {r['arch']:7} {r['version'][:10]:10} "
-                  f"{r['mode']:6} {r['status']:13} {r['samples']:>7}  {r['reason'] or ''}")
+                  f"{r['mode']:6} {r['label'][:20]:20} {r['status']:13} {r['samples']:>7}  {r['reason'] or ''}")
     return 0
 
 

@@ -237,7 +237,8 @@ class Store:
 
     def runs(self, limit: int = 50) -> list[sqlite3.Row]:
         return self.db.execute(
-            "SELECT r.id, r.started, r.ended, r.mode, r.status, r.reason, r.target, v.name,"
+            "SELECT r.id, r.started, r.ended, r.mode, r.status, r.reason, r.target,"
+            " coalesce(json_extract(r.target_info, '$.label'), r.target) AS label, v.name,"
             " v.arch, s.version, (SELECT count(*) FROM samples WHERE run_id=r.id) AS samples"
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
