@@ -17,7 +17,7 @@ from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, sweep
 from .experiments.bisect import Bisector
-from .experiments.placement import Placement, TargetOptions, running_config
+from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
@@ -196,8 +196,8 @@ def _running(path: str, args: argparse.Namespace) -> str:
     """A config argument: `running` is the config of the kernel --target runs."""
     if path != lab.RUNNING:
         return path
-    return str(running_config(TargetOptions(args.target, ssh_config=args.ssh_config,
-                                            accept_new_host_key=args.accept_new_host_key)))
+    return str(running_config_path(TargetOptions(args.target, ssh_config=args.ssh_config,
+                                                 accept_new_host_key=args.accept_new_host_key)))
 
 
 def cmd_config_diff(args: argparse.Namespace) -> int:

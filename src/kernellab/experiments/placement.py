@@ -46,7 +46,7 @@ def real_machine(options: TargetOptions) -> RunningTarget:
     raise LabError(f"unknown --target {options.target!r}: use qemu, local or ssh://[user@]host[:port]")
 
 
-def running_config(options: TargetOptions) -> Path:
+def running_config_path(options: TargetOptions) -> Path:
     """The config of the kernel --target runs (qemu: this machine's) as a file."""
     local = dataclasses.replace(options, target="local")
     return running_config_file(real_machine(options if options.target != "qemu" else local).shell)

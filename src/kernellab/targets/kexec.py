@@ -15,7 +15,6 @@ Safety rules, each enforced here:
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import shlex
@@ -28,7 +27,7 @@ from pathlib import Path
 from ..errors import LabError
 from ..guest.console import ConsoleLine
 from . import Capabilities, Exit, TargetInfo
-from .running import AGENT_DIR, RunningConsole, RunningTarget, agent_options
+from .running import RunningConsole, RunningTarget, agent_options
 
 COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
 POLL_S = 0.5
@@ -144,11 +143,7 @@ class KexecTarget:
         failed (after a power cycle)."""
         self.refuse_unless_kexec_works()
         shell, where = self.machine.shell, self.machine.shell.where
-        data = kernel.read_bytes()
-        path = f"{AGENT_DIR}/kernel-{hashlib.sha256(data).hexdigest()[:16]}"
-        put = shell.run(f"mkdir -p {AGENT_DIR} && cat > {path}", stdin=data, timeout_s=600)
-        if put.code != 0:
-            raise LabError(f"cannot copy the kernel to {where}:{path}: {put.stderr.strip()[-200:]}")
+        path = self.machine.copy(kernel, "kernel")
         initrd = shell.run(INITRD_SCRIPT).text.strip()
         marker = f"kernellab.boot={secrets.token_hex(6)}"
         extra = " ".join([*words, marker])

@@ -91,16 +91,20 @@ class RunningTarget:
         return TargetInfo(f"hardware: {self.facts.description()}", details, TIMING)
 
     def install(self, agent: Path) -> str:
-        """The agent's path on the machine: copied there once per agent build."""
-        if self.shell.where == "this machine":
-            return str(agent)
-        digest = hashlib.sha256(agent.read_bytes()).hexdigest()[:16]
-        path = f"{AGENT_DIR}/agent-{digest}"
-        script = (f"test -x {path} && exit 0; mkdir -p {AGENT_DIR} && cat > {path}.tmp && "
-                  f"chmod 755 {path}.tmp && mv {path}.tmp {path}")
-        result = self.shell.run(script, stdin=agent.read_bytes(), timeout_s=300)
+        """The agent's path on the machine."""
+        return str(agent) if self.shell.where == "this machine" else self.copy(agent, "agent")
+
+    def copy(self, local: Path, kind: str) -> str:
+        """`local` on the machine, named by its content under AGENT_DIR: sent only when it is
+        not there already, and renamed into place, so that no reader sees half a file."""
+        data = local.read_bytes()
+        path = f"{AGENT_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}"
+        if self.shell.run(f"test -e {path}").code == 0:
+            return path
+        result = self.shell.run(f"mkdir -p {AGENT_DIR} && cat > {path}.tmp && chmod 755 {path}.tmp && "
+                                f"mv {path}.tmp {path}", stdin=data, timeout_s=600)
         if result.code != 0:
-            raise LabError(f"cannot copy the agent to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
+            raise LabError(f"cannot copy the {kind} to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
         return path
 
     def script(self, agent_path: str, options: AgentOptions) -> str:
