@@ -11,18 +11,19 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import arches, doctor, modes, paths, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import compare, lab, lava, sweep
+from .experiments import compare, lab, lava, study, sweep
 from .experiments.bisect import Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
 from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
-from .report import attribution, auditreport, configdiff, explanation, render
+from .report import attribution, auditreport, conclusion, configdiff, explanation, render, studyreport
 from .report.model import check_readable
 from .store import Store
 from .targets.accel import ACCELS
@@ -286,6 +287,37 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_study_list(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    for name in sorted(study.packaged()):
+        s = study.load(name)
+        f = s.file
+        rows.append({"name": name, "seed": f.seed or "(new)", "arches": f.arches, "builds": s.builds_needed(),
+                     "quick_builds": s.builds_needed(quick=True), "expected_minutes": f.expected_minutes,
+                     "title": f.title})
+    if args.format == "json":
+        sys.stdout.write(_json(rows))
+        return 0
+    print(f"{'study':11} {'redoes':26} {'arches':32} builds (quick)  minutes  question")
+    for r in rows:
+        print(f"{r['name']:11} {r['seed']:26} {','.join(r['arches']):32} {r['builds']:>6} ({r['quick_builds']:>3})"
+              f"  {r['expected_minutes']:>7}  {r['title']}")
+    print("\nminutes: the full form, cold, on 2 cores; builds already in the cache cost nothing. "
+          "`kernellab study run NAME --quick` runs the smallest meaningful form.")
+    return 0
+
+
+def cmd_study_run(args: argparse.Namespace) -> int:
+    s = study.load(args.study)
+    floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
+    how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout)
+    result = study.run(how, _store(args), log=_log)
+    _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)
+    for f in result.failures:
+        print(f"kernellab: error: {f}", file=sys.stderr)
+    return 1 if result.failures else 0
+
+
 def cmd_lava_job(args: argparse.Namespace) -> int:
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, _store(args), log=_log)
@@ -482,6 +514,28 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sh, *REPORT_FORMATS)
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
+
+    st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
+    st_sub = st.add_subparsers(dest="study_command", required=True)
+    sl = command("list", "the studies kernellab ships: what each redoes, its arches, builds and time", cmd_study_list,
+                 st_sub)
+    format_opt(sl, "table", "json")
+    sr = command("run", "run a study: its table, the split into code and config, its sweep, its summary",
+                 cmd_study_run, st_sub)
+    sr.add_argument("study", help="a study's name (kernellab study list) or the path of a study .toml file")
+    sr.add_argument("--arch", action="append", default=None,
+                    help="run on this arch only (repeatable; default: the study's arches)")
+    mode_opt(sr, None)
+    runs_opt(sr, "boots per variant (default: the mode's)")
+    sr.add_argument("--quick", action="store_true",
+                    help="the study's smallest meaningful form (one arch, the fewest builds, no sweep); "
+                         "its report says so")
+    sr.add_argument("--noise-floor", metavar="FILE",
+                    help="TOML with [floor] METRIC = PCT: changes within it are no difference (default: none)")
+    sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
+                    help="seconds before a guest counts as hung")
+    format_opt(sr, *studyreport.FORMATS)
+    sr.add_argument("--output", "-o", help="write the report to a file")
 
     lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
                  cmd_lava_job)

@@ -1,0 +1,299 @@
+"""Studies: the seed studies (shared/reference/seeds) as data, each redone by one command.
+
+A study file (src/kernellab/studies/NAME.toml, or a user's own file) holds an experiment
+(its variants), the arches it runs on, the table layout of its seed, the summary it writes
+and, optionally, how a difference splits into code and configuration and which sweep
+names the options responsible. `run` measures it arch by arch through the ordinary
+experiment loop, so every build and run lands in the store, and a study run again (after
+an interruption, or to add an arch) reuses what the store already has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .. import arches, datafile, modes, paths
+from ..errors import LabError
+from ..metrics.catalog import catalog
+from ..proc import require_tool
+from ..store import Store
+from . import compare, lab, sweep
+from .probe import differing
+from .spec import Experiment, VariantSpec, experiment_from_data
+
+# A variant's base `config-of:NAME`: the resolved .config of the study's variant NAME on
+# the same arch, carried to this variant's source by olddefconfig. It is how a study asks
+# "the new code with the old configuration".
+CONFIG_OF = "config-of:"
+
+
+@dataclass(frozen=True)
+class TableSection:
+    """One block of the seed's table: a title and the metrics it lists, in order."""
+    title: str
+    metrics: list[str]
+
+
+@dataclass(frozen=True)
+class SummaryItem:
+    """One line of the written summary: a headline and the metrics that decide it."""
+    says: str
+    metrics: list[str]
+    subject: str | None = None      # the variant compared with the baseline (default: the study's)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """How much of `to` against `from_` comes from the code and how much from the config:
+    `via` is `to`'s code with `from_`'s configuration."""
+    from_: str
+    via: str
+    to: str
+
+
+@dataclass(frozen=True)
+class SweepPart:
+    """The seed's own method automated: flip, on `good`, each option in which `bad` differs."""
+    good: str
+    bad: str
+    metrics: list[str]
+    arches: list[str] = field(default_factory=list)    # default: the study's first arch
+
+
+@dataclass(frozen=True)
+class QuickForm:
+    """The smallest meaningful form of the study, and what it leaves out."""
+    arches: list[str]
+    leaves_out: str
+    variants: list[str] = field(default_factory=list)   # default: all
+
+
+@dataclass(frozen=True)
+class StudyFile:
+    name: str
+    title: str
+    seed: str                     # the file under shared/reference/seeds it redoes ("" for a new one)
+    question: str
+    arches: list[str]
+    baseline: str
+    subject: str
+    expected_minutes: int         # the full form, cold, on a 2-core machine
+    experiment: dict[str, Any]    # an experiment file's keys: variants, source, mode, runs
+    table: list[TableSection]
+    summary: list[SummaryItem]
+    quick: QuickForm
+    decompose: list[Decomposition] = field(default_factory=list)
+    sweep: SweepPart | None = None
+    # What the seed measured that this study cannot measure yet, said in every report.
+    not_yet: list[str] = field(default_factory=list)
+    # Where the figures mean something (e.g. "sequential I/O: wall mode only").
+    caveats: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Study:
+    file: StudyFile
+    experiment: Experiment
+    origin: str
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    def variant_names(self) -> list[str]:
+        return [v.name for v in self.experiment.variants]
+
+    def builds_needed(self, quick: bool = False) -> int:
+        """Distinct kernels to build: variants that differ only in boot parameters share one,
+        and build-only arches build too."""
+        variants = self.variants(quick)
+        kernels = {(v.source, v.base, tuple(v.fragments), tuple(v.options), getattr(v, "toolchain", ""))
+                   for v in variants}
+        return len(kernels) * len(self.arches(quick))
+
+    def arches(self, quick: bool = False) -> list[str]:
+        return list(self.file.quick.arches if quick else self.file.arches)
+
+    def variants(self, quick: bool = False) -> list[VariantSpec]:
+        keep = set(self.file.quick.variants) if quick and self.file.quick.variants else None
+        return [v for v in self.experiment.variants if keep is None or v.name in keep]
+
+
+def packaged() -> dict[str, Path]:
+    folder = resources.files("kernellab") / "studies"
+    return {p.name.removesuffix(".toml"): Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml")}
+
+
+def load(name_or_path: str) -> Study:
+    """A shipped study by name, or a study file by path; a one-line error otherwise."""
+    path = Path(name_or_path).expanduser()
+    known = packaged()
+    if name_or_path in known:
+        path, origin = known[name_or_path], f"study {name_or_path}"
+    elif path.suffix == ".toml" and path.is_file():
+        origin = f"study {path}"
+    else:
+        raise LabError(f"unknown study {name_or_path!r}: the studies are {', '.join(sorted(known))} "
+                       "(`kernellab study list`), or give the path of a study .toml file")
+    return parse(datafile.read_toml(path, origin), origin)
+
+
+def parse(data: dict[str, Any], origin: str) -> Study:
+    f = datafile.load(StudyFile, data, origin)
+    exp = experiment_from_data(f.experiment, f"{origin} [experiment]")
+    names = [v.name for v in exp.variants]
+    _check(f, names, origin)
+    return Study(f, replace(exp, name=f.name, description=f.title), origin)
+
+
+def _check(f: StudyFile, names: list[str], origin: str) -> None:
+    """The cross-references a schema cannot see: variant names, metric names, arch names."""
+    def variant(name: str | None, where: str) -> None:
+        if name is not None and name not in names:
+            raise LabError(f"{origin}: {where} names variant {name!r}, not one of {', '.join(names)}")
+
+    def metric(name: str, where: str) -> None:
+        if name not in catalog():
+            raise LabError(f"{origin}: {where} names metric {name!r}, which the catalog "
+                           "(src/kernellab/metrics/metrics.toml) does not know")
+
+    known_arches = arches.available()
+    for a in [*f.arches, *f.quick.arches, *(f.sweep.arches if f.sweep else [])]:
+        if a not in known_arches:
+            raise LabError(f"{origin}: unknown arch {a!r} (arches: {', '.join(known_arches)})")
+    for a in f.quick.arches:
+        if a not in f.arches:
+            raise LabError(f"{origin}: [quick] arch {a!r} is not one of the study's arches")
+    variant(f.baseline, "baseline")
+    variant(f.subject, "subject")
+    for v in f.quick.variants:
+        variant(v, "[quick] variants")
+    if f.quick.variants and not {f.baseline, f.subject} <= set(f.quick.variants):
+        raise LabError(f"{origin}: [quick] variants must keep the baseline and the subject")
+    for section in f.table:
+        for m in section.metrics:
+            metric(m, f"table {section.title!r}")
+    for item in f.summary:
+        variant(item.subject, f"summary {item.says!r}")
+        for m in item.metrics:
+            metric(m, f"summary {item.says!r}")
+    for d in f.decompose:
+        for n in (d.from_, d.via, d.to):
+            variant(n, "decompose")
+    if f.sweep:
+        variant(f.sweep.good, "sweep")
+        variant(f.sweep.bad, "sweep")
+        for m in f.sweep.metrics:
+            metric(m, "sweep")
+
+
+@dataclass
+class StudyPlan:
+    study: Study
+    arches: list[str]
+    quick: bool
+    mode: str | None          # None: the study's, else the target's default
+    runs: int | None
+    timeout_s: float = lab.DEFAULT_TIMEOUT_S
+
+    def experiment(self, arch: str) -> Experiment:
+        # The baseline first: every delta of the report is against the first variant.
+        chosen = sorted(self.study.variants(self.quick), key=lambda v: v.name != self.study.file.baseline)
+        return replace(self.study.experiment, variants=[replace(v, arch=arch) for v in chosen])
+
+
+def plan(study: Study, arch: list[str] | None, mode: str | None, runs: int | None, quick: bool,
+         timeout_s: float = lab.DEFAULT_TIMEOUT_S) -> StudyPlan:
+    chosen = list(dict.fromkeys(arch)) if arch else study.arches(quick)
+    unknown = [a for a in chosen if a not in study.file.arches]
+    if unknown:
+        raise LabError(f"study {study.name} runs on {', '.join(study.file.arches)}, not {', '.join(unknown)}")
+    if mode is not None and mode not in modes.NAMES:
+        raise LabError(f"unknown mode {mode!r} (modes: {', '.join(modes.NAMES)})")
+    return StudyPlan(study, chosen, quick, mode, runs, timeout_s)
+
+
+def preflight(p: StudyPlan) -> None:
+    """Every compiler and emulator the study needs, before any build: a missing one is
+    one line naming the package to install, not an error an hour into the study."""
+    from .. import toolchain
+    for a in p.arches:
+        profile = arches.load(a)
+        require_tool(profile.cc)
+        if not profile.build_only:
+            require_tool(profile.require_machine().binary)
+        toolchain.detect(profile)
+
+
+@dataclass
+class ArchResult:
+    arch: str
+    report: dict[str, Any]
+    failures: list[str]
+
+
+@dataclass
+class StudyResult:
+    plan: StudyPlan
+    results: list[ArchResult]
+    sweeps: dict[str, dict[str, Any]]      # arch -> sweep result
+    failures: list[str]
+
+
+def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> StudyResult:
+    """Each arch in turn through the experiment loop, reusing every finished run of the
+    same kernel measured the same way; then the sweep, in the full form only."""
+    preflight(p)
+    results, failures = [], []
+    for a in p.arches:
+        log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
+        exp = _with_config_bases(p.experiment(a), log)
+        how = compare.plan(exp, p.mode, p.runs, None, p.timeout_s)
+        how = replace(how, reuse=True)
+        report, failed = compare.run_experiment(exp, store, how, log=log)
+        results.append(ArchResult(a, report, failed))
+        failures += [f"{a}: {f}" for f in failed]
+    sweeps = {}
+    s = p.study.file.sweep
+    if s is not None and not p.quick:
+        for a in s.arches or p.arches[:1]:
+            if a in p.arches and not arches.load(a).build_only:
+                sweeps[a] = _sweep(p, s, a, store, log)
+    return StudyResult(p, results, sweeps, failures)
+
+
+def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None]) -> dict[str, Any]:
+    exp = _with_config_bases(p.experiment(arch), log)
+    by_name = {v.name: v for v in exp.variants}
+    good, bad = by_name[s.good], by_name[s.bad]
+    flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
+    log(f"study {p.study.name}: sweep on {arch}, {len(flips)} options in which {s.bad} differs from {s.good}")
+    mode = p.mode or exp.mode or modes.DEFAULT
+    return sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log).to_dict()
+
+
+def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:
+    """Variants based on `config-of:NAME` get NAME's resolved config as a base file."""
+    by_name = {v.name: v for v in exp.variants}
+    out = []
+    for v in exp.variants:
+        if v.base.startswith(CONFIG_OF):
+            other = by_name.get(v.base.removeprefix(CONFIG_OF))
+            if other is None or other.base.startswith(CONFIG_OF):
+                raise LabError(f"variant {v.name}: base {v.base} names no variant of this study with a config "
+                               "of its own")
+            text = lab.prepare(other).config.text
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            path = paths.cache_dir("studies") / f"{other.name}-{other.arch}-{digest}.config"
+            if not path.exists():
+                path.write_text(text)
+            log(f"{v.name}: {v.source} with the resolved config of {other.name} ({other.source}), "
+                "carried over by olddefconfig")
+            v = replace(v, base=str(path))
+        out.append(v)
+    return replace(exp, variants=out)

@@ -1,0 +1,185 @@
+"""The written summary of a study, from its measured deltas, in the manner of the
+management summary of the seed 001_1761d257574c0e1b.txt ("2.6 takes 30...40% longer to
+compile"): one line per headline, the range across arches, "better" or "worse" from the
+catalog's direction, and how each figure was obtained.
+
+What counts as a difference: in a deterministic mode (icount) the delta is exact, and it
+counts when it is larger than the metric's noise floor (the change that code which never
+runs on the metric's path causes through memory layout; zero until measured); in wall
+mode only a change the statistics call significant counts. Anything else is said to be
+no difference, never given a direction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import datafile, modes
+from ..errors import LabError
+from ..metrics.catalog import catalog
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """metric -> the largest change, in %, that counts as no difference."""
+    pct: Mapping[str, float] = field(default_factory=dict)
+    origin: str = "none given: every exact difference counts"
+
+    def of(self, metric: str) -> float:
+        return self.pct.get(metric, 0.0)
+
+
+@dataclass(frozen=True)
+class _FloorFile:
+    floor: dict[str, float]
+    measured: str = ""     # how and when the floor was measured
+
+
+def load_floor(path: Path) -> NoiseFloor:
+    origin = f"noise floor {path}"
+    f = datafile.load(_FloorFile, datafile.read_toml(path, origin), origin)
+    for metric, pct in f.floor.items():
+        if metric not in catalog():
+            raise LabError(f"{origin}: unknown metric {metric!r} (see src/kernellab/metrics/metrics.toml)")
+        if pct < 0:
+            raise LabError(f"{origin}: {metric}: a floor is a size, not {pct:g}")
+    return NoiseFloor(f.floor, f"{path}" + (f" ({f.measured})" if f.measured else ""))
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One metric, one arch: the subject against the baseline."""
+    arch: str
+    metric: str
+    label: str
+    pct: float
+    direction: str         # better / worse / same (from the catalog's direction)
+    counts: bool           # a difference, by the rule of the module docstring
+    how: str               # mode, runs, spread
+
+
+def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, subject: str,
+                 floor: NoiseFloor) -> Delta | None:
+    """The subject's change against the baseline (the report's first variant) in one arch's
+    compare report, judged as the report judged it; None when either side did not
+    measure it."""
+    if report["variants"][0]["name"] != baseline:
+        raise ValueError(f"the report's baseline is {report['variants'][0]['name']}, not {baseline}")
+    m = next((x for x in report["metrics"] if x["name"] == metric), None)
+    if m is None or not m["valid_in_mode"]:
+        return None   # not measured, or meaningless in this mode (memory bandwidth under icount)
+    a, b = m["values"].get(baseline, {}), m["values"].get(subject, {})
+    if "median" not in a or "median" not in b or not a["median"]:
+        return None
+    c = m["comparison"].get(subject)
+    if c is not None and c["testable"]:
+        counts = bool(c["significant"])
+        how = (f"{report['mode']}, {len(a['run_medians'])}+{len(b['run_medians'])} runs, "
+               f"95% CI [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%")
+        pct, direction = c["delta_pct"], c["direction"]
+    else:
+        pct = 100 * (b["median"] - a["median"]) / a["median"]
+        direction = "same" if pct == 0 else ("worse" if (pct > 0) == (m["better"] == "lower") else "better")
+        counts = abs(pct) > floor.of(metric) and _exact(m, report, (baseline, subject))
+        how = _exact_how(m, report["mode"], len(b["run_medians"]))
+    return Delta(arch, metric, m["label"], pct, direction if counts else "same", counts, how)
+
+
+def _exact(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> bool:
+    """Is a single difference of this metric to be believed? Sizes and the kernel's counts
+    are exact, and so is a guest-clock figure in a deterministic mode. A build time is
+    one build: believed only when every build compiled from scratch, in a tree of its own
+    and without ccache hits (which would time the cache, not the compiler). Host-clock figures of one run never are."""
+    if m["clock"] == "count" or m["name"].startswith("size."):
+        return True
+    if m["clock"] == "build":
+        built = [v for v in report["variants"] if v["name"] in names]
+        # Variants of one source and compiler share a build tree: the later build is incremental.
+        trees = {(v["source"], v["arch"], (v.get("build") or {}).get("compiler")) for v in built}
+        return len(trees) == len(built) and all(_cold(v) for v in built)
+    return m["clock"] == "guest" and modes.get(report["mode"]).deterministic
+
+
+def _cold(variant: dict[str, Any]) -> bool:
+    b = variant.get("build")
+    return b is not None and not b.get("cached") and (b.get("ccache_hit_pct") or 0) < 5
+
+
+def _exact_how(m: dict[str, Any], mode: str, runs: int) -> str:
+    if m["clock"] == "build":
+        return "one cold build each" if m["name"].startswith("build.") else "from the build"
+    if m["clock"] == "count":
+        return f"the kernel's count, {runs} run{'s' if runs != 1 else ''}"
+    if m["clock"] == "host":
+        return f"host clock, {runs} run{'s' if runs != 1 else ''}"
+    return f"{mode}, {runs} run{'s' if runs != 1 else ''}, exact"
+
+
+def pct_range(values: Sequence[float]) -> str:
+    """30...40% as the seed writes it; one value alone as itself."""
+    lo, hi = min(values), max(values)
+    if f"{lo:.0f}" == f"{hi:.0f}":
+        return f"{hi:.0f}%" if hi >= 1 else f"{hi:.1f}%"
+    return f"{lo:.0f}...{hi:.0f}%"
+
+
+def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor: NoiseFloor) -> str:
+    """One summary line: the metrics that changed, as ranges across arches, then those
+    that did not."""
+    by_metric: dict[str, list[Delta]] = {}
+    for d in deltas:
+        by_metric.setdefault(d.metric, []).append(d)
+    if not by_metric:
+        return f"{says}: not measured ({subject} or {baseline} has none of its metrics)"
+    parts, same = [], []
+    for items in by_metric.values():
+        changed = [d for d in items if d.counts]
+        label = items[0].label
+        if not changed:
+            same.append(label)
+            continue
+        directions = {d.direction for d in changed}
+        where = ", ".join(f"{d.arch} {d.pct:+.1f}% ({d.how})" for d in items)
+        if len(directions) == 1:
+            word = directions.pop()
+            parts.append(f"{label} {pct_range([abs(d.pct) for d in changed])} {word} [{where}]")
+        else:
+            parts.append(f"{label} better on some arches, worse on others [{where}]")
+    text = f"{says}: " + ("; ".join(parts) if parts else "no difference")
+    if same:
+        floor_words = "within the noise floor or not significant"
+        text += f"{'; ' if parts else ' in '}{', '.join(same)}" + ("" if not parts else f" {floor_words}")
+        if not parts:
+            text += f" ({floor_words})"
+    return f"{text} ({subject} against {baseline})"
+
+
+def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline: str, subject: str,
+          floor: NoiseFloor) -> list[str]:
+    """The summary lines of a study: one per item (`says`, `metrics`, optional `subject`)."""
+    out = []
+    for item in items:
+        who = item.subject or subject
+        deltas = [d for arch, report in reports.items() for m in item.metrics
+                  if (d := metric_delta(report, arch, m, baseline, who, floor)) is not None]
+        out.append(line(item.says, deltas, who, baseline, floor))
+    return out
+
+
+def split(report: dict[str, Any], metric: str, from_: str, via: str, to: str) -> dict[str, Any] | None:
+    """How `to` against `from_` splits into code (`via` against `from_`: the new code with
+    the old configuration) and configuration (`to` against `via`), in % of `from_`, so
+    that code + configuration = total."""
+    m = next((x for x in report["metrics"] if x["name"] == metric), None)
+    if m is None:
+        return None
+    values = [m["values"].get(n, {}) for n in (from_, via, to)]
+    if any("median" not in v for v in values) or not values[0]["median"]:
+        return None
+    f, v, t = (x["median"] for x in values)
+    return {"metric": metric, "label": m["label"], "unit": m["unit"], "better": m["better"],
+            "from": f, "via": v, "to": t, "total_pct": 100 * (t - f) / f, "code_pct": 100 * (v - f) / f,
+            "config_pct": 100 * (t - v) / f}

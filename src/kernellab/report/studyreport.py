@@ -1,0 +1,187 @@
+"""A study's report: its seed's table layout across arches, the code/config split, the
+sweep, and the written summary last, as the seed ends with its conclusion. The study
+report is versioned data (STUDY_FORMAT_VERSION); each arch's part is an ordinary compare
+report, format and all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from . import conclusion, fmt_cell, fmt_delta, fmt_value
+
+STUDY_FORMAT = "kernellab-study"
+STUDY_FORMAT_VERSION = 1
+FORMATS = ("table", "markdown", "json")
+
+
+def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
+    """The study report as data, from an experiments.study.StudyResult."""
+    plan = result.plan
+    f = plan.study.file
+    reports = {r.arch: r.report for r in result.results}
+    lines = conclusion.write(f.summary, reports, f.baseline, f.subject, floor)
+    splits = []
+    for d in f.decompose:
+        for arch, report in reports.items():
+            rows = [s for m in _table_metrics(f) if (s := conclusion.split(report, m, d.from_, d.via, d.to))]
+            if rows:
+                splits.append({"arch": arch, "from": d.from_, "via": d.via, "to": d.to, "rows": rows})
+    return {
+        "format": STUDY_FORMAT, "format_version": STUDY_FORMAT_VERSION,
+        "study": f.name, "title": f.title, "seed": f.seed, "question": f.question,
+        "quick": plan.quick, "quick_leaves_out": f.quick.leaves_out if plan.quick else None,
+        "arches": plan.arches, "baseline": f.baseline, "subject": f.subject,
+        "noise_floor": {"origin": floor.origin, "pct": dict(floor.pct)},
+        "not_yet": f.not_yet, "caveats": f.caveats,
+        "tables": [{"title": t.title, "metrics": t.metrics} for t in f.table],
+        "decomposition": splits, "sweeps": result.sweeps,
+        "summary": lines, "failures": result.failures, "reports": reports,
+    }
+
+
+def _table_metrics(f: Any) -> list[str]:
+    return list(dict.fromkeys(m for t in f.table for m in t.metrics))
+
+
+def render(study: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(study, indent=2) + "\n"
+    if fmt == "markdown":
+        return _markdown(study)
+    return _terminal(study)
+
+
+def header(study: dict[str, Any]) -> list[str]:
+    first = next(iter(study["reports"].values()), None)
+    lines = [f"study {study['study']}: {study['title']}"]
+    if study["seed"]:
+        lines.append(f"redoes: shared/reference/seeds/{study['seed']}")
+    lines.append(f"question: {study['question']}")
+    if study["quick"]:
+        lines.append(f"QUICK FORM: {', '.join(study['arches'])} only; it leaves out {study['quick_leaves_out']}")
+    if first is not None:
+        lines.append(f"mode: {first['mode']} ({first['mode_note']})")
+        lines.append(f"statistics: {first['statistics']}")
+    for arch, report in study["reports"].items():
+        runs = ", ".join(f"{n} {k}" for n, k in report["runs_per_variant"].items())
+        lines.append(f"{arch}: runs per variant: {runs}")
+        for v in report["variants"]:
+            b = v["build"]
+            built = f"built with {b['compiler']}" if b else "not built"
+            changes = "".join(f" + {c}" for c in v["fragments"] + v["options"])
+            lines.append(f"  {v['name']}: {v['source']} ({v['source_version']}), base {v['base']}{changes}"
+                         f", config {v['config_hash'][:12]}, {built}")
+            for r in v["runs"]:
+                if r["status"] != "ok":
+                    lines.append(f"    run {r['id']} {r['status']}: {r['reason']}")
+    hidden = sorted({m for t in study["tables"] for m in t["metrics"] for r in study["reports"].values()
+                     for x in r["metrics"] if x["name"] == m and not x["valid_in_mode"]})
+    if hidden:
+        lines.append(f"left out, meaningless in {first['mode'] if first else 'this'} mode: {', '.join(hidden)}")
+    lines.append(f"noise floor: {study['noise_floor']['origin']}")
+    lines += [f"caveat: {c}" for c in study["caveats"]]
+    lines += [f"not measured yet (the seed did): {n}" for n in study["not_yet"]]
+    lines += [f"FAILED: {f}" for f in study["failures"]]
+    return lines
+
+
+def _variant_names(study: dict[str, Any]) -> list[str]:
+    names: dict[str, None] = {}
+    for report in study["reports"].values():
+        for v in report["variants"]:
+            names.setdefault(v["name"], None)
+    return list(names)
+
+
+def section_rows(study: dict[str, Any], metrics: list[str]) -> list[list[str]]:
+    """Rows of one section of the seed's table: a metric on each arch, each variant's
+    cell, then each variant's Δ against the baseline."""
+    names = _variant_names(study)
+    rows = []
+    for metric in metrics:
+        for arch, report in study["reports"].items():
+            m = next((x for x in report["metrics"] if x["name"] == metric), None)
+            if m is None or not m["valid_in_mode"] or not any(m["values"].get(n) for n in names):
+                continue
+            rows.append([m["label"], arch, m["unit"], *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
+                         *(fmt_delta(m, n) for n in names[1:])])
+    return rows
+
+
+def _split_rows(split: dict[str, Any]) -> list[list[str]]:
+    return [[r["label"], r["unit"], fmt_value(r["from"], r["unit"]), fmt_value(r["via"], r["unit"]),
+             fmt_value(r["to"], r["unit"]), f"{r['total_pct']:+.1f}%", f"{r['code_pct']:+.1f}%",
+             f"{r['config_pct']:+.1f}%"] for r in split["rows"]]
+
+
+def _split_head(split: dict[str, Any]) -> list[str]:
+    return ["metric", "unit", split["from"], split["via"], split["to"], f"Δ {split['to']}",
+            "of it: code", "of it: config"]
+
+
+def _split_title(split: dict[str, Any]) -> str:
+    return (f"{split['arch']}: code or configuration? {split['via']} is {split['to']}'s code with "
+            f"{split['from']}'s configuration; the parts add up to the total, in % of {split['from']}")
+
+
+def _sweep_lines(study: dict[str, Any]) -> list[str]:
+    from .attribution import sweep_text
+    out = []
+    for arch, result in study["sweeps"].items():
+        out += [f"sweep on {arch}: one option at a time, as the seed did by hand", sweep_text(result)]
+    return out
+
+
+def _terminal(study: dict[str, Any]) -> str:
+    console = Console(record=True, width=180)
+    names = _variant_names(study)
+    with console.capture() as capture:
+        for line in header(study):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        for t in study["tables"]:
+            table = Table(title=t["title"], title_justify="left")
+            for col in ["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])]:
+                table.add_column(col, justify="left" if col in ("metric", "arch", "unit") else "right")
+            for row in section_rows(study, t["metrics"]):
+                table.add_row(*row)
+            console.print(table)
+        for split in study["decomposition"]:
+            table = Table(title=_split_title(split), title_justify="left")
+            for col in _split_head(split):
+                table.add_column(col, justify="left" if col in ("metric", "unit") else "right")
+            for row in _split_rows(split):
+                table.add_row(*row)
+            console.print(table)
+        for line in _sweep_lines(study):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print("Summary", style="bold")
+        for line in study["summary"]:
+            console.print(f"  • {line}", highlight=False, markup=False, soft_wrap=True)
+    return capture.get()
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out
+
+
+def _markdown(study: dict[str, Any]) -> str:
+    names = _variant_names(study)
+    lines = [f"### Study {study['study']}: {study['title']}", ""] + [f"- {h}" for h in header(study)] + [""]
+    for t in study["tables"]:
+        lines += [f"#### {t['title']}", ""]
+        lines += _md_table(["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])],
+                           section_rows(study, t["metrics"])) + [""]
+    for split in study["decomposition"]:
+        lines += [f"#### {_split_title(split)}", ""] + _md_table(_split_head(split), _split_rows(split)) + [""]
+    sweep = _sweep_lines(study)
+    if sweep:
+        lines += ["```", *sweep, "```", ""]
+    lines += ["#### Summary", ""] + [f"- {line}" for line in study["summary"]]
+    return "\n".join(lines) + "\n"

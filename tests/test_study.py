@@ -1,0 +1,295 @@
+"""Studies: the shipped study files, the strict loader, the plan, the written summary and
+the code/config split, end to end on the fake lab (tests/fakes) in seconds.
+
+The fake QEMU's values follow from the config (tests/fakes/qemu/qemu-system-x86_64):
+CONFIG_FAKE_SLOW makes the system calls 25% slower and adds 4 KiB of text; everything
+else stays as it is.
+"""
+
+import json
+import textwrap
+
+import pytest
+
+from kernellab.errors import LabError
+from kernellab.experiments import study
+from kernellab.report import conclusion
+
+FAST_SLOW = """
+name = "fakestudy"
+title = "does FAKE_SLOW cost?"
+seed = ""
+question = "what does CONFIG_FAKE_SLOW cost?"
+arches = ["x86_64"]
+baseline = "fast"
+subject = "slow"
+expected_minutes = 1
+
+[experiment]
+source = "{tree}"
+mode = "{mode}"
+
+[[experiment.variant]]
+name = "fast"
+base = "tinyconfig"
+options = ["CONFIG_PROC_FS=y"]
+
+[[experiment.variant]]
+name = "slow"
+base = "tinyconfig"
+options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]
+
+[[experiment.variant]]
+name = "slow-code-fast-config"
+base = "config-of:fast"
+
+[[table]]
+title = "system calls"
+metrics = ["syscall.null", "syscall.read", "ipc.pipe_rtt", "irq.idle_timer"]
+
+[[table]]
+title = "size"
+metrics = ["size.text"]
+
+[[summary]]
+says = "System calls"
+metrics = ["syscall.null", "syscall.read"]
+
+[[summary]]
+says = "Idle timer"
+metrics = ["irq.idle_timer"]
+
+[[decompose]]
+from = "fast"
+via = "slow-code-fast-config"
+to = "slow"
+
+[quick]
+arches = ["x86_64"]
+variants = ["fast", "slow"]
+leaves_out = "the code/config split"
+"""
+
+
+def study_file(lab, mode="icount", text=FAST_SLOW):
+    path = lab.tmp / "fakestudy.toml"
+    path.write_text(text.format(tree=lab.tree, mode=mode))
+    return path
+
+
+def run_study(lab, capsys, path, *extra, expect=0):
+    out = lab.tmp / "study.json"
+    rc = lab.main("study", "run", str(path), "--format", "json", "-o", str(out), *extra)
+    err = capsys.readouterr().err
+    assert rc == expect, err
+    return json.loads(out.read_text()), err
+
+
+# -- end to end on the fake lab -------------------------------------------------------
+
+def test_a_study_measures_splits_and_concludes_in_icount(lab, capsys):
+    report, _ = run_study(lab, capsys, study_file(lab))
+    assert report["format"] == "kernellab-study" and report["format_version"] == 1
+    assert report["quick"] is False and report["arches"] == ["x86_64"]
+    x86 = report["reports"]["x86_64"]
+    assert [v["name"] for v in x86["variants"]] == ["fast", "slow", "slow-code-fast-config"]
+    null = next(m for m in x86["metrics"] if m["name"] == "syscall.null")
+    assert null["values"]["slow"]["median"] == pytest.approx(1.25 * null["values"]["fast"]["median"])
+
+    # The summary names the 25% with its direction and how it was measured; the idle
+    # timer, which FAKE_SLOW leaves alone, is no difference.
+    calls, timer = report["summary"]
+    assert calls.startswith("System calls: null syscall (getppid) 25% worse")
+    assert "icount, 1 run, exact" in calls and "(slow against fast)" in calls
+    assert timer.startswith("Idle timer: no difference in timer interrupts/s, idle")
+
+    # The split: the variant with slow's code and fast's config is fast's kernel here (one
+    # source), so all of the difference is configuration, and the parts add up.
+    (split,) = report["decomposition"]
+    row = next(r for r in split["rows"] if r["metric"] == "syscall.null")
+    assert row["total_pct"] == pytest.approx(25.0)
+    assert row["code_pct"] == pytest.approx(0.0) and row["config_pct"] == pytest.approx(25.0)
+    for r in split["rows"]:
+        assert r["code_pct"] + r["config_pct"] == pytest.approx(r["total_pct"])
+
+
+def test_the_rendered_study_ends_with_its_summary_and_says_how(lab, capsys):
+    path = study_file(lab)
+    for fmt in ("table", "markdown"):
+        assert lab.main("study", "run", str(path), "--format", fmt) == 0
+        text = capsys.readouterr().out
+        assert "question: what does CONFIG_FAKE_SLOW cost?" in text
+        assert "mode: icount" in text and "noise floor: none given" in text
+        assert "code or configuration?" in text
+        summary_at = text.index("Summary")
+        assert text.index("system calls") < summary_at < text.index("System calls: null syscall")
+
+
+def test_a_study_run_again_resumes_from_the_store(lab, capsys):
+    more = FAST_SLOW.replace("[[table]]", """[[experiment.variant]]
+name = "big-bss"
+base = "tinyconfig"
+options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
+
+[[table]]""", 1)
+    path = study_file(lab, text=more)
+    run_study(lab, capsys, path, "--quick")
+    assert len(lab.runs()) == 2   # fast and slow, once each (icount)
+    report, err = run_study(lab, capsys, path)
+    # The full form boots only the kernel the quick one did not: big-bss (the split's
+    # variant is fast's kernel, measured the same way, so its run is fast's).
+    assert [r["name"] for r in lab.runs()] == ["fast", "slow", "big-bss"]
+    assert "taken from the store" in err
+    assert report["reports"]["x86_64"]["runs_per_variant"] == {
+        "fast": 1, "slow": 1, "slow-code-fast-config": 1, "big-bss": 1}
+    run_study(lab, capsys, path)
+    assert len(lab.runs()) == 3
+
+
+def test_the_quick_form_says_what_it_leaves_out(lab, capsys):
+    report, _ = run_study(lab, capsys, study_file(lab), "--quick")
+    assert report["quick"] is True and report["quick_leaves_out"] == "the code/config split"
+    assert report["decomposition"] == []
+    assert lab.main("study", "run", str(study_file(lab)), "--quick") == 0
+    assert "QUICK FORM: x86_64 only; it leaves out the code/config split" in capsys.readouterr().out
+
+
+def test_in_wall_mode_only_significant_changes_are_differences(lab, capsys):
+    report, _ = run_study(lab, capsys, study_file(lab, mode="wall"), "--quick", "--runs", "3")
+    calls, timer = report["summary"]
+    assert "null syscall (getppid) 2" in calls and "worse" in calls and "95% CI" in calls
+    # About 1% noise on an unchanged metric: never given a direction.
+    assert timer.startswith("Idle timer: no difference in timer interrupts/s, idle")
+
+
+def test_a_noise_floor_turns_a_small_exact_change_into_no_difference(lab, capsys):
+    floor = lab.tmp / "floor.toml"
+    floor.write_text('measured = "by hand"\n[floor]\n"syscall.null" = 30.0\n')
+    report, _ = run_study(lab, capsys, study_file(lab), "--quick", "--noise-floor", str(floor))
+    calls = report["summary"][0]
+    assert "null syscall (getppid)" not in calls.split(";")[0]
+    assert "syscall read" in calls.lower() or "read 1 byte" in calls
+    assert report["noise_floor"] == {"origin": f"{floor} (by hand)", "pct": {"syscall.null": 30.0}}
+
+
+# -- bad input -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (("mode = \"{mode}\"", "mode = \"{mode}\"\nmdoe = 1"), "unknown key 'mdoe'"),
+    (("subject = \"slow\"", "subject = \"slwo\""), "subject names variant 'slwo'"),
+    (("\"irq.idle_timer\"]", "\"irq.idle_timr\"]"), "names metric 'irq.idle_timr'"),
+    (("arches = [\"x86_64\"]\nbaseline", "arches = [\"x86_65\"]\nbaseline"), "unknown arch 'x86_65'"),
+    (("expected_minutes = 1", "expected_minutes = \"1\""), "expected_minutes: expected an integer"),
+    (("variants = [\"fast\", \"slow\"]", "variants = [\"slow\"]"), "must keep the baseline and the subject"),
+])
+def test_a_bad_study_file_is_one_line_naming_the_key(lab, capsys, change, message):
+    old, new = change
+    assert old in FAST_SLOW
+    path = study_file(lab, text=FAST_SLOW.replace(old, new))
+    assert lab.main("study", "run", str(path)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_unknown_study_lists_the_known_ones(lab, capsys):
+    assert lab.main("study", "run", "versoins") == 2
+    err = capsys.readouterr().err
+    assert "unknown study 'versoins'" in err and "debug-cost" in err and "versions" in err
+
+
+def test_an_arch_the_study_does_not_run_on_is_refused(lab, capsys):
+    assert lab.main("study", "run", str(study_file(lab)), "--arch", "s390x") == 2
+    assert "runs on x86_64, not s390x" in capsys.readouterr().err
+
+
+def test_a_missing_compiler_names_the_package_before_any_build(lab, capsys, monkeypatch):
+    import kernellab.proc
+    real = kernellab.proc.shutil.which
+    monkeypatch.setattr(kernellab.proc.shutil, "which", lambda tool: None if tool == "gcc" else real(tool))
+    assert lab.main("study", "run", str(study_file(lab))) == 2
+    assert "gcc not found: run `apt-get install -y gcc`" in capsys.readouterr().err
+    assert lab.runs() == []
+
+
+# -- the shipped studies -------------------------------------------------------------
+
+def test_every_shipped_study_loads_and_plans():
+    names = study.packaged()
+    assert {"debug-cost", "versions", "zseries"} <= set(names)
+    for name in names:
+        s = study.load(name)
+        assert s.file.seed == "" or s.file.seed.endswith(".txt")
+        full, quick = study.plan(s, None, None, None, False), study.plan(s, None, None, None, True)
+        assert len(quick.arches) <= len(full.arches) and s.builds_needed(True) <= s.builds_needed()
+        for a in full.arches:
+            exp = full.experiment(a)
+            assert exp.variants[0].name == s.file.baseline and {v.arch for v in exp.variants} == {a}
+
+
+def test_study_list_names_each_seed_and_its_cost(capsys):
+    from kernellab.cli import main
+    assert main(["study", "list", "--format", "json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["debug-cost"]["seed"] == "003_00a8a1bb4e5d5f26.txt"
+    assert rows["debug-cost"]["builds"] == 4 and rows["debug-cost"]["quick_builds"] == 2
+    assert rows["versions"]["arches"] == ["x86_64", "ppc32", "mpc885"]
+
+
+# -- the summary writer, on measured-shape data ----------------------------------------
+
+def _report(mode, values, comparison=None, clock="guest", better="lower", valid=True):
+    """One metric of a compare report as report.model writes it."""
+    metric = {"name": "proc.fork_exit", "label": "fork + exit", "unit": "ns", "better": better, "group": "processes",
+              "clock": clock, "valid_in_mode": valid,
+              "values": {n: {"median": v, "run_medians": [v]} for n, v in values.items()},
+              "comparison": comparison or {}}
+    return {"mode": mode, "variants": [{"name": n} for n in values], "metrics": [metric]}
+
+
+def test_ranges_across_arches_are_written_as_the_seed_writes_them():
+    reports = {"x86_64": _report("icount", {"a": 100.0, "b": 130.0}),
+               "ppc32": _report("icount", {"a": 100.0, "b": 140.0})}
+    item = study.SummaryItem("Slow to fork", ["proc.fork_exit"])
+    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    assert line.startswith("Slow to fork: fork + exit 30...40% worse [x86_64 +30.0% (icount, 1 run, exact), "
+                           "ppc32 +40.0% (icount, 1 run, exact)]")
+    assert conclusion.pct_range([5.2]) == "5%" and conclusion.pct_range([0.4]) == "0.4%"
+
+
+def test_arches_that_disagree_are_said_to_disagree():
+    reports = {"x86_64": _report("icount", {"a": 100.0, "b": 110.0}),
+               "i386": _report("icount", {"a": 100.0, "b": 90.0})}
+    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
+                               conclusion.NoiseFloor())
+    assert "better on some arches, worse on others" in line
+
+
+def test_a_metric_meaningless_in_the_mode_is_not_summarized():
+    reports = {"x86_64": _report("icount", {"a": 100.0, "b": 200.0}, valid=False)}
+    (line,) = conclusion.write([study.SummaryItem("Bandwidth", ["proc.fork_exit"])], reports, "a", "b",
+                               conclusion.NoiseFloor())
+    assert "not measured" in line
+
+
+def test_a_wall_change_that_is_not_significant_is_no_difference():
+    c = {"testable": True, "significant": False, "delta_pct": 8.0, "direction": "worse",
+         "ci_low_pct": -3.0, "ci_high_pct": 19.0}
+    reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
+    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
+                               conclusion.NoiseFloor())
+    assert line.startswith("Forks: no difference in fork + exit")
+    c = dict(c, significant=True, ci_low_pct=5.0)
+    reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
+    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
+                               conclusion.NoiseFloor())
+    assert "8% worse" in line and "95% CI [+5.0, +19.0]%" in line
+
+
+def test_a_noise_floor_file_is_checked(tmp_path):
+    bad = tmp_path / "floor.toml"
+    bad.write_text('[floor]\n"proc.fork_exti" = 3.0\n')
+    with pytest.raises(LabError, match="unknown metric 'proc.fork_exti'"):
+        conclusion.load_floor(bad)
+    bad.write_text(textwrap.dedent('[floor]\n"proc.fork_exit" = -1\n'))
+    with pytest.raises(LabError, match="a floor is a size"):
+        conclusion.load_floor(bad)
