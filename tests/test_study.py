@@ -67,7 +67,6 @@ to = "slow"
 [quick]
 arches = ["x86_64"]
 variants = ["fast", "slow"]
-leaves_out = "the code/config split"
 """
 
 
@@ -148,10 +147,24 @@ options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
 
 def test_the_quick_form_says_what_it_leaves_out(lab, capsys):
     report, _ = run_study(lab, capsys, study_file(lab), "--quick")
-    assert report["quick"] is True and report["quick_leaves_out"] == "the code/config split"
+    assert report["quick"] is True
+    assert report["left_out"] == ["the variant slow-code-fast-config", "the split into code and configuration"]
     assert report["decomposition"] == []
     assert lab.main("study", "run", str(study_file(lab)), "--quick") == 0
-    assert "QUICK FORM: x86_64 only; it leaves out the code/config split" in capsys.readouterr().out
+    assert ("QUICK FORM: it leaves out the variant slow-code-fast-config; the split into code and configuration"
+            in capsys.readouterr().out)
+    full, _ = run_study(lab, capsys, study_file(lab))
+    assert full["left_out"] == []
+
+
+def test_a_partial_run_of_a_shipped_study_says_what_it_leaves_out():
+    s = study.load("debug-cost")
+    assert study.plan(s, None, None, None, True).left_out() == [
+        "the arch i386", "the sweep that names the options responsible"]
+    assert study.plan(s, ["x86_64", "i386"], None, None, True).left_out() == [
+        "the sweep that names the options responsible"]
+    assert study.plan(s, None, None, None, False).left_out() == []
+    assert study.plan(s, None, None, None, False).sweeps() == ["x86_64"]
 
 
 def test_in_wall_mode_only_significant_changes_are_differences(lab, capsys):
@@ -293,3 +306,11 @@ def test_a_noise_floor_file_is_checked(tmp_path):
     bad.write_text(textwrap.dedent('[floor]\n"proc.fork_exit" = -1\n'))
     with pytest.raises(LabError, match="a floor is a size"):
         conclusion.load_floor(bad)
+
+
+def test_each_series_support_status_comes_from_the_dated_table():
+    from kernellab import lifecycle
+    line = lifecycle.status("6.1.192")
+    assert line.startswith("Linux 6.1: longterm, released 2022-12-11, projected end of life Dec 2027 (kernel.org, read ")
+    assert lifecycle.status("6.12.57").startswith("Linux 6.12: longterm")
+    assert "not in kernellab's lifecycle table" in lifecycle.status("4.9.337")

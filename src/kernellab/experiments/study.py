@@ -67,9 +67,8 @@ class SweepPart:
 
 @dataclass(frozen=True)
 class QuickForm:
-    """The smallest meaningful form of the study, and what it leaves out."""
+    """The smallest meaningful form of the study (it never sweeps)."""
     arches: list[str]
-    leaves_out: str
     variants: list[str] = field(default_factory=list)   # default: all
 
 
@@ -201,6 +200,30 @@ class StudyPlan:
     runs: int | None
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
 
+    def left_out(self) -> list[str]:
+        """What of the full study this run does not do: said in its report."""
+        f = self.study.file
+        out = []
+        arches_out = [a for a in f.arches if a not in self.arches]
+        if arches_out:
+            out.append(f"the arch{'es' if len(arches_out) > 1 else ''} {', '.join(arches_out)}")
+        kept = {v.name for v in self.study.variants(self.quick)}
+        variants_out = [n for n in self.study.variant_names() if n not in kept]
+        if variants_out:
+            out.append(f"the variant{'s' if len(variants_out) > 1 else ''} {', '.join(variants_out)}")
+        if any(n not in kept for d in f.decompose for n in (d.from_, d.via, d.to)):
+            out.append("the split into code and configuration")
+        if f.sweep is not None and not self.sweeps():
+            out.append("the sweep that names the options responsible")
+        return out
+
+    def sweeps(self) -> list[str]:
+        """The arches the sweep runs on: the full form only."""
+        s = self.study.file.sweep
+        if s is None or self.quick:
+            return []
+        return [a for a in s.arches or self.study.file.arches[:1] if a in self.arches and not arches.load(a).build_only]
+
     def experiment(self, arch: str) -> Experiment:
         # The baseline first: every delta of the report is against the first variant.
         chosen = sorted(self.study.variants(self.quick), key=lambda v: v.name != self.study.file.baseline)
@@ -258,12 +281,8 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
         report, failed = compare.run_experiment(exp, store, how, log=log)
         results.append(ArchResult(a, report, failed))
         failures += [f"{a}: {f}" for f in failed]
-    sweeps = {}
     s = p.study.file.sweep
-    if s is not None and not p.quick:
-        for a in s.arches or p.arches[:1]:
-            if a in p.arches and not arches.load(a).build_only:
-                sweeps[a] = _sweep(p, s, a, store, log)
+    sweeps = {a: _sweep(p, s, a, store, log) for a in p.sweeps()} if s is not None else {}
     return StudyResult(p, results, sweeps, failures)
 
 

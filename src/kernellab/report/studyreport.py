@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .. import lifecycle
 from . import conclusion, fmt_cell, fmt_delta, fmt_value
 
 STUDY_FORMAT = "kernellab-study"
@@ -34,14 +35,21 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
     return {
         "format": STUDY_FORMAT, "format_version": STUDY_FORMAT_VERSION,
         "study": f.name, "title": f.title, "seed": f.seed, "question": f.question,
-        "quick": plan.quick, "quick_leaves_out": f.quick.leaves_out if plan.quick else None,
+        "quick": plan.quick, "left_out": plan.left_out(),
         "arches": plan.arches, "baseline": f.baseline, "subject": f.subject,
         "noise_floor": {"origin": floor.origin, "pct": dict(floor.pct)},
         "not_yet": f.not_yet, "caveats": f.caveats,
+        "support": _support(reports),
         "tables": [{"title": t.title, "metrics": t.metrics} for t in f.table],
         "decomposition": splits, "sweeps": result.sweeps,
         "summary": lines, "failures": result.failures, "reports": reports,
     }
+
+
+def _support(reports: dict[str, dict[str, Any]]) -> list[str]:
+    """Each kernel series measured, and who maintains it until when."""
+    versions = {v["source_version"] for r in reports.values() for v in r["variants"] if v.get("source_version")}
+    return sorted({lifecycle.status(v) for v in versions})
 
 
 def _table_metrics(f: Any) -> list[str]:
@@ -62,8 +70,9 @@ def header(study: dict[str, Any]) -> list[str]:
     if study["seed"]:
         lines.append(f"redoes: shared/reference/seeds/{study['seed']}")
     lines.append(f"question: {study['question']}")
-    if study["quick"]:
-        lines.append(f"QUICK FORM: {', '.join(study['arches'])} only; it leaves out {study['quick_leaves_out']}")
+    if study["left_out"]:
+        form = "QUICK FORM" if study["quick"] else "PART OF THE STUDY"
+        lines.append(f"{form}: it leaves out {'; '.join(study['left_out'])}")
     if first is not None:
         lines.append(f"mode: {first['mode']} ({first['mode_note']})")
         lines.append(f"statistics: {first['statistics']}")
@@ -83,6 +92,7 @@ def header(study: dict[str, Any]) -> list[str]:
                      for x in r["metrics"] if x["name"] == m and not x["valid_in_mode"]})
     if hidden:
         lines.append(f"left out, meaningless in {first['mode'] if first else 'this'} mode: {', '.join(hidden)}")
+    lines += [f"support: {line}" for line in study["support"]]
     lines.append(f"noise floor: {study['noise_floor']['origin']}")
     lines += [f"caveat: {c}" for c in study["caveats"]]
     lines += [f"not measured yet (the seed did): {n}" for n in study["not_yet"]]
