@@ -311,6 +311,7 @@ def test_a_noise_floor_file_is_checked(tmp_path):
 def test_each_series_support_status_comes_from_the_dated_table():
     from kernellab import lifecycle
     line = lifecycle.status("6.1.192")
-    assert line.startswith("Linux 6.1: longterm, released 2022-12-11, projected end of life Dec 2027 (kernel.org, read ")
+    assert line.startswith("Linux 6.1: longterm, released 2022-12-11, projected end of life Dec 2027 "
+                           "(kernel.org, read ")
     assert lifecycle.status("6.12.57").startswith("Linux 6.12: longterm")
     assert "not in kernellab's lifecycle table" in lifecycle.status("4.9.337")
