@@ -136,7 +136,7 @@ def test_resolving_a_variant_does_not_touch_the_store(tmp_path, monkeypatch):
     from kernellab import arches, sources, toolchain
     from kernellab.config import resolve as resolve_module
     monkeypatch.setattr(sources, "resolve", lambda spec: labfakes.prepared(parse_short("x")).source)
-    monkeypatch.setattr(toolchain, "detect", lambda profile: None)
+    monkeypatch.setattr(toolchain, "detect", lambda profile, kind="gcc": None)
     monkeypatch.setattr(lab, "resolve", lambda *a: resolve_module.ResolvedConfig("lab-minimal", "CONFIG_X=y\n", []))
     store = Store(tmp_path / "s.sqlite")
     p = lab.prepare(parse_short("x=lab-minimal"))

@@ -1,7 +1,12 @@
-"""Kernel source trees: Debian's linux-source packages or a local tree.
+"""Kernel source trees: Debian's linux-source packages, a kernel tarball, a git commit, or
+a local tree.
 
 A source is identified by `make kernelversion` and a content hash, so two trees that
-report the same version but differ in content never share a cached build.
+report the same version but differ in content never share a cached build. A tarball's
+hash is the sha256 of the file, whoever names it: Debian's /usr/src/linux-source-6.1.tar.xz
+given as a path is the same source as `debian:6.1` (same id, same extraction, same
+builds). A git source's hash is its commit id, and its tree is a `git worktree` of that
+commit in kernellab's cache, one per commit.
 """
 
 from __future__ import annotations
@@ -18,17 +23,20 @@ from typing import Any
 
 from . import paths
 from .errors import LabError
-from .proc import run_checked
+from .locks import locked
+from .proc import require_tool, run_checked
 
 DEBIAN_SOURCES = {"6.1": "linux-source-6.1", "6.12": "linux-source-6.12"}
+TARBALL_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar.bz2")
+MARKER = ".kernellab-source.json"  # written last into an extraction: its presence means "complete"
 
 
 @dataclass(frozen=True)
 class Source:
-    spec: str          # what the user asked for: "debian:6.1" or a path
-    kind: str          # "debian" or "path"
+    spec: str          # what the user asked for: "debian:6.1", a path, or "git:PATH@REF"
+    kind: str          # "debian", "tarball", "git" or "path"
     version: str       # make kernelversion
-    content_hash: str  # sha256 of the tarball, or of the tree's file metadata
+    content_hash: str  # sha256 of the tarball, the commit id, or a hash of the tree's file metadata
     tree: Path
 
     @property
@@ -43,37 +51,80 @@ class Source:
 def resolve(spec: str) -> Source:
     if spec.startswith("debian:"):
         return _debian(spec)
+    if spec.startswith("git:"):
+        return _git(spec)
     path = Path(spec).expanduser()
     if path.is_dir():
         return _local(spec, path.resolve())
+    if path.name.endswith(TARBALL_SUFFIXES):
+        return _tarball(spec, path)
+    raise LabError(f"unknown source {spec!r}: use {_choices()}")
+
+
+def _choices() -> str:
     known = ", ".join(f"debian:{v}" for v in DEBIAN_SOURCES)
-    raise LabError(f"unknown source {spec!r}: use one of {known} or the path of a kernel tree")
+    return (f"one of {known}, the path of a kernel tree or of a linux-X.Y.tar.xz (.tar.gz, .tar.bz2), "
+            "or git:PATH@REF")
 
 
 def _debian(spec: str) -> Source:
     version = spec.split(":", 1)[1]
     package = DEBIAN_SOURCES.get(version)
     if package is None:
-        known = ", ".join(f"debian:{v}" for v in DEBIAN_SOURCES)
-        raise LabError(f"unknown source {spec!r}: use one of {known} or the path of a kernel tree")
+        raise LabError(f"unknown source {spec!r}: use {_choices()}")
     tarball = Path(f"/usr/src/{package}.tar.xz")
     if not tarball.exists():
         _install_package(package)
     digest = _file_sha256_cached(tarball)
-    dest = paths.cache_dir("sources") / f"{package}-{digest[:12]}"
-    marker = dest / ".kernellab-source.json"
-    if not marker.exists():
-        _extract(tarball, dest, package)
-        tree = dest / package
-        marker.write_text(json.dumps({"version": _kernelversion(tree)}))
-    info = json.loads(marker.read_text())
-    return Source(spec, "debian", info["version"], digest, dest / package)
+    tree, version = _extracted(tarball, digest)
+    return Source(spec, "debian", version, digest, tree)
+
+
+def _tarball(spec: str, path: Path) -> Source:
+    if not path.is_file():
+        raise LabError(f"source {spec!r}: no such file: give the path of a kernel tarball (linux-X.Y.tar.xz)")
+    path = path.resolve()
+    digest = _file_sha256_cached(path)
+    tree, version = _extracted(path, digest)
+    return Source(spec, "tarball", version, digest, tree)
 
 
 def _local(spec: str, tree: Path) -> Source:
     if not (tree / "Makefile").exists() or not (tree / "Kconfig").exists():
         raise LabError(f"{tree} is not a kernel source tree (no top-level Makefile and Kconfig)")
     return Source(spec, "path", _kernelversion(tree), _tree_hash(tree), tree)
+
+
+# -- tarballs (Debian's and any other) -------------------------------------------------
+
+def _extracted(tarball: Path, digest: str) -> tuple[Path, str]:
+    """The kernel tree of a tarball, extracted once per content hash: any earlier
+    extraction of the same bytes (under whatever file name) is reused."""
+    sources = paths.cache_dir("sources")
+    with locked(sources / f".lock-{digest[:12]}"):  # two processes never extract one tarball twice
+        dest = _extraction(sources, digest)
+        if dest is None:
+            dest = sources / f"{_stem(tarball)}-{digest[:12]}"
+            top = _extract(tarball, dest)
+            (dest / MARKER).write_text(json.dumps({"version": _kernelversion(dest / top), "tree": top,
+                                                   "sha256": digest}))
+    info = json.loads((dest / MARKER).read_text())
+    # Markers written before tarball sources say no "tree": the one directory there is.
+    top = info.get("tree") or next(p.name for p in dest.iterdir() if p.is_dir())
+    return dest / top, str(info["version"])
+
+
+def _extraction(sources: Path, digest: str) -> Path | None:
+    for candidate in sorted(sources.glob(f"*-{digest[:12]}")):
+        if not candidate.name.startswith(".") and (candidate / MARKER).exists():
+            return candidate
+    return None
+
+
+def _stem(tarball: Path) -> str:
+    """linux-source-6.1.tar.xz -> linux-source-6.1: Debian's extraction keeps its old name."""
+    name = tarball.name
+    return next((name.removesuffix(s) for s in TARBALL_SUFFIXES if name.endswith(s)), name)
 
 
 def _install_package(package: str) -> None:
@@ -105,20 +156,90 @@ def _file_sha256_cached(path: Path) -> str:
     return index[key]
 
 
-def _extract(tarball: Path, dest: Path, package: str) -> None:
+def _extract(tarball: Path, dest: Path) -> str:
+    """Extract into dest (via a staging directory, so no half tree is ever used); the name
+    of the one top-level directory, which must be a kernel tree."""
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
         with tarfile.open(tarball) as tar:
             tar.extractall(staging, filter="tar")
+    except tarfile.ReadError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise LabError(f"could not extract {tarball}: not a tar archive (plain, gzip, bzip2 or xz): "
+                       "give a linux-X.Y.tar.xz") from None
     except (tarfile.TarError, OSError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise LabError(f"could not extract {tarball}: {exc}; check free space in {dest.parent}") from None
-    if not (staging / package).is_dir():
-        raise LabError(f"{tarball} does not contain {package}/: reinstall the package")
+        # tarfile's messages can span lines (one per compression it tried): the first says it.
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise LabError(f"could not extract {tarball}: {first}; check the file and free space in "
+                       f"{dest.parent}") from None
+    tops = [p for p in staging.iterdir()]
+    if len(tops) != 1 or not (tops[0] / "Makefile").is_file() or not (tops[0] / "Kconfig").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
+        raise LabError(f"{tarball} does not hold one kernel tree (a directory with Makefile and Kconfig) "
+                       "at its top: give a kernel.org linux-X.Y tarball or Debian's linux-source one")
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
+    return tops[0].name
+
+
+# -- git ---------------------------------------------------------------------------
+
+def _git(spec: str) -> Source:
+    repo_text, at, ref = spec.removeprefix("git:").rpartition("@")
+    if not at or not repo_text or not ref:
+        raise LabError(f"bad source {spec!r}: give git:PATH@REF (REF a branch, tag or commit)")
+    require_tool("git")
+    repo = Path(repo_text).expanduser().resolve()
+    if _git_out(repo, "rev-parse", "--git-dir") is None:
+        raise LabError(f"source {spec!r}: {repo} is not a git repository")
+    commit = _git_out(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit is None:
+        raise LabError(f"source {spec!r}: {ref!r} is no branch, tag or commit of {repo} "
+                       f"(`git -C {repo} log --oneline` lists its commits)")
+    _refuse_dirty(spec, repo, ref)
+    tree, version = _worktree(repo, commit)
+    return Source(spec, "git", version, commit, tree)
+
+
+def _git_out(repo: Path, *args: str) -> str | None:
+    """git's stdout, stripped; None when git fails (not a repository, unknown ref)."""
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _refuse_dirty(spec: str, repo: Path, ref: str) -> None:
+    """A ref that names the checkout (HEAD, or its branch) with uncommitted changes would
+    build the last commit, not the files the user sees: say so rather than guess."""
+    branch = _git_out(repo, "symbolic-ref", "--quiet", "--short", "HEAD")
+    if ref not in ("HEAD", branch):
+        return
+    changes = _git_out(repo, "status", "--porcelain", "--untracked-files=no")
+    if changes:
+        raise LabError(f"source {spec!r}: {repo} has uncommitted changes, which {ref} does not hold: "
+                       f"commit them, or give the path {repo} as the source to build the files as they are")
+
+
+def _worktree(repo: Path, commit: str) -> tuple[Path, str]:
+    """One `git worktree` per commit in kernellab's cache, made once and kept."""
+    dest = paths.cache_dir("sources") / f"git-{commit[:12]}"
+    tree = dest / f"linux-{commit[:12]}"
+    with locked(dest):
+        if not (dest / MARKER).exists():
+            shutil.rmtree(tree, ignore_errors=True)  # an interrupted earlier attempt
+            _git_out(repo, "worktree", "prune")       # ... and git's record of it
+            run_checked(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), commit],
+                        what=f"git worktree add for {commit[:12]}")
+            if not (tree / "Makefile").is_file() or not (tree / "Kconfig").is_file():
+                shutil.rmtree(tree, ignore_errors=True)
+                _git_out(repo, "worktree", "prune")
+                raise LabError(f"commit {commit[:12]} of {repo} is not a kernel tree (no top-level Makefile "
+                               "and Kconfig)")
+            (dest / MARKER).write_text(json.dumps({"version": _kernelversion(tree), "commit": commit,
+                                                   "repo": str(repo)}))
+    return tree, str(json.loads((dest / MARKER).read_text())["version"])
 
 
 def _kernelversion(tree: Path) -> str:

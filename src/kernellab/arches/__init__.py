@@ -52,6 +52,9 @@ class ArchProfile:
     # real machine (--target local or ssh) finds its profile. Several 32-bit PowerPC
     # profiles say "ppc"; such a machine needs --arch.
     uname: tuple[str, ...] = ()
+    # Whether kernellab builds this arch with Clang too (`make LLVM=1`): only where the
+    # kernel's Documentation/kbuild/llvm.rst lists the arch with LLVM=1, not CC=clang only.
+    llvm: bool = False
 
     @property
     def cc(self) -> str:

@@ -79,7 +79,7 @@ def prepare(spec: VariantSpec, machine: RunningTarget | None = None) -> Prepared
             return _prepare_running(spec, machine)
     profile = arches.load(spec.arch)
     source = sources.resolve(spec.source)
-    toolchain = toolchains.detect(profile)
+    toolchain = toolchains.detect(profile, spec.toolchain)
     base = spec.base if spec.base != RUNNING or machine is None else str(_running_config_file(machine, source))
     config = resolve(source, profile, toolchain, base, spec.settings())
     return Prepared(spec, source, profile, toolchain, replace(config, base=spec.base))

@@ -1,11 +1,13 @@
 """Variant and experiment specifications: the command-line short syntax and TOML files.
 
-Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE...   (NAME= may be left out)
+Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE+cc:TOOLCHAIN...   (NAME= may be left out)
   BASE      defconfig | tinyconfig | allnoconfig | debian | lab-minimal | path of a .config
   FRAGMENT  path of a fragment file, or a fragment kernellab ships (e.g. debug-kernel)
   CONFIG_X=VALUE inline; CONFIG_X=n unsets it
   boot:ARG  a kernel command-line parameter (boot:mitigations=off, boot:preempt=full)
   sysctl:KEY=VALUE  a sysctl set before anything is measured (sysctl:vm.swappiness=10)
+  cc:TOOLCHAIN  gcc (the default) or clang (make LLVM=1): part of the config Kconfig
+            resolves and of the build key, so a clang variant never shares a gcc build
 The boot parameters and sysctls are part of the variant's identity and of its runs' key:
 two variants with one config and different parameters share a build, never a run.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import datafile, modes
+from .. import toolchain as toolchains
 from ..config.dotconfig import Setting, parse_line, parse_settings
 from ..errors import LabError
 
@@ -36,8 +39,12 @@ class VariantSpec:
     arch: str = DEFAULT_ARCH
     boot_args: list[str] = field(default_factory=list)   # kernel command-line parameters
     sysctls: dict[str, str] = field(default_factory=dict)
+    toolchain: str = toolchains.DEFAULT   # "gcc" or "clang"
 
     def __post_init__(self) -> None:
+        if self.toolchain not in toolchains.TOOLCHAINS:
+            raise LabError(f"variant {self.name!r}: unknown toolchain {self.toolchain!r}: use one of "
+                           f"{', '.join(toolchains.TOOLCHAINS)}")
         for arg in self.boot_args:
             if not arg or any(c.isspace() for c in arg) or arg.startswith("KL_"):
                 raise LabError(f"variant {self.name!r}: bad boot parameter {arg!r}: one word such as "
@@ -69,7 +76,7 @@ class VariantSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "base": self.base, "fragments": self.fragments,
                 "options": self.options, "source": self.source, "arch": self.arch,
-                "boot_args": self.boot_args, "sysctls": self.sysctls}
+                "boot_args": self.boot_args, "sysctls": self.sysctls, "toolchain": self.toolchain}
 
 
 _SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
@@ -95,6 +102,7 @@ class _VariantTable:
     arch: str | None = None
     boot_args: list[str] = field(default_factory=list)
     sysctls: dict[str, str] = field(default_factory=dict)
+    toolchain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,7 @@ class _ExperimentFile:
     description: str = ""
     source: str = DEFAULT_SOURCE
     arch: str = DEFAULT_ARCH
+    toolchain: str = toolchains.DEFAULT
     mode: str | None = None
     runs: int | None = None
 
@@ -133,8 +142,10 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
         name, body = text, text
     parts = body.split("+")
     if not parts[0] or any(not p for p in parts):
-        raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE")
+        raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE"
+                       "+cc:clang")
     base, fragments, options, boot_args, sysctls = parts[0], [], [], [], {}
+    toolchain = toolchains.DEFAULT
     for part in parts[1:]:
         if part.startswith("CONFIG_"):
             options.append(part)
@@ -145,9 +156,11 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
             if not eq:
                 raise LabError(f"bad variant {text!r}: {part!r} needs KEY=VALUE (sysctl:vm.swappiness=10)")
             sysctls[key] = value
+        elif part.startswith("cc:"):
+            toolchain = part.removeprefix("cc:")
         else:
             fragments.append(part)
-    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls)
+    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain)
 
 
 def load_experiment(path: Path | None) -> Experiment:
@@ -158,6 +171,11 @@ def load_experiment(path: Path | None) -> Experiment:
     else:
         origin = str(path)
         data = datafile.read_toml(Path(path), origin)
+    return experiment_from_data(data, origin)
+
+
+def experiment_from_data(data: Any, origin: str) -> Experiment:
+    """An experiment's TOML table (a file, or a study's [experiment]) as an Experiment."""
     exp = datafile.load(_ExperimentFile, data, f"experiment {origin}")
     if not exp.variant:
         raise LabError(f"experiment {origin}: no [[variant]] tables")
@@ -166,5 +184,6 @@ def load_experiment(path: Path | None) -> Experiment:
     if exp.runs is not None and exp.runs < 1:
         raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
     variants = [VariantSpec(v.name, v.base, v.fragments, v.options, v.source or exp.source,
-                            v.arch or exp.arch, v.boot_args, v.sysctls) for v in exp.variant]
+                            v.arch or exp.arch, v.boot_args, v.sysctls, v.toolchain or exp.toolchain)
+                for v in exp.variant]
     return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description)
