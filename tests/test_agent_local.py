@@ -35,11 +35,13 @@ METRICS = {
     **dict.fromkeys(("bw.mem_read", "bw.mem_write", "bw.mem_copy"), "MB/s"),
     **dict.fromkeys(("crypto.aes256cbc_kernel", "crypto.aes256cbc_user"), "MB/s"),
     **dict.fromkeys(("irq.idle_timer", "irq.idle_total"), "irq/s"),
+    **dict.fromkeys(("lat.timer_p50", "lat.timer_p99", "lat.timer_max"), "ns"),
     "mem.alloc_max": "MiB",
     **dict.fromkeys(BLOCK, "MB/s"),
 }
 # These take at most 3 samples whatever --repeats says.
-SLOW = {"irq.idle_timer", "irq.idle_total", "mem.alloc_max", *BLOCK}
+SLOW = {"irq.idle_timer", "irq.idle_total", "lat.timer_p50", "lat.timer_p99", "lat.timer_max", "mem.alloc_max",
+        *BLOCK}
 # Interrupt counts may be zero in a short idle window; everything else is a cost or a rate.
 MAY_BE_ZERO = {"irq.idle_timer", "irq.idle_total"}
 SMALL = ("--repeats", "3", "--target-us", "200", "--idle-ms", "50")
@@ -151,6 +153,16 @@ def test_meta_records(full_run):
     # Every x86 kernel has the local APIC timer line.
     if os.uname().machine == "x86_64":
         assert "LOC" in facts["irq_timer_lines"].split(",")
+
+
+
+def test_timer_latency_tail_and_maximum_come_from_one_window(full_run):
+    """cyclictest's figures: late wakeups of a SCHED_FIFO thread under a pipe-copying load;
+    the 99th percentile and the maximum of one window, so never p99 > max."""
+    p99, top = samples(full_run, "lat.timer_p99"), samples(full_run, "lat.timer_max")
+    assert [r["rep"] for r in p99] == [r["rep"] for r in top] == ["0", "1", "2"]
+    assert all(0 <= float(a["value"]) <= float(b["value"]) for a, b in zip(p99, top, strict=True))
+    assert all(float(r["value"]) >= 0 for r in samples(full_run, "lat.timer_p50"))
 
 
 def test_idle_timer_and_total_come_from_the_same_windows(full_run):

@@ -95,6 +95,7 @@ extern const struct metric_table mem_bandwidth_metrics; /* mem.c: bw.mem_* */
 extern const struct metric_table mem_alloc_metrics;     /* mem.c: mem.alloc_max */
 extern const struct metric_table crypto_metrics;        /* crypto.c: crypto.* */
 extern const struct metric_table irq_metrics;           /* irq.c: irq.* */
+extern const struct metric_table latency_metrics;       /* latency.c: lat.timer_* */
 extern const struct metric_table blk_metrics;           /* blk.c: blk.* */
 
 /* Not a timed metric, but selectable with KL_ONLY like one. */
