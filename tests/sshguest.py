@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -46,7 +45,7 @@ from pathlib import Path
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from kernellab import paths
+from kernellab import apt, paths
 from kernellab.initramfs import build_cpio
 
 FRAGMENT = Path(__file__).resolve().parent / "data" / "ssh-guest.config"
@@ -139,16 +138,7 @@ def cache() -> Path:
 
 def debs() -> list[Path]:
     """The .deb files, downloaded once into the cache."""
-    where = paths.cache_dir("sshguest", "debs")
-    found = {p.name.split("_")[0]: p for p in where.glob("*.deb")}
-    missing = [name for name in PACKAGES if name not in found]
-    if missing:
-        if shutil.which("apt-get") is None:
-            raise RuntimeError("the ssh guest needs apt-get (Debian) to download " + " ".join(missing))
-        result = subprocess.run(["apt-get", "download", *missing], cwd=where, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"apt-get download {' '.join(missing)}: {result.stderr.strip()}")
-        found = {p.name.split("_")[0]: p for p in where.glob("*.deb")}
+    found = apt.download(PACKAGES, paths.cache_dir("sshguest", "debs"))
     return [found[name] for name in PACKAGES]
 
 
@@ -156,16 +146,7 @@ def unpacked() -> Path:
     """The packages' files under one directory, unpacked once per set of .debs."""
     files = debs()
     digest = hashlib.sha256("\n".join(p.name for p in files).encode()).hexdigest()[:16]
-    root = cache() / f"root-{digest}"
-    if not root.is_dir():
-        tmp = Path(tempfile.mkdtemp(prefix="root-", dir=cache()))
-        for deb in files:
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True)
-        try:
-            tmp.rename(root)
-        except OSError:  # another session unpacked them first
-            shutil.rmtree(tmp)
-    return root
+    return apt.unpack(files, cache() / f"root-{digest}")
 
 
 def _lib_dirs(root: Path) -> list[Path]:

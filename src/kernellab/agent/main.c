@@ -14,10 +14,12 @@
  *
  * where crc32 (zlib's) covers the payload between "@KL " and " #".  A run
  * prints one t=hello (whose v is RECORD_VERSION), t=meta records (facts
- * about the run that are not measurements, such as the harness overheads),
- * then for each metric either one t=sample per repeat or one t=na saying
- * why it could not run, then one t=sample per /proc/meminfo line, and last
- * t=end records=<number of records before it>.
+ * about the run that are not measurements, such as the harness overheads
+ * and, in PID-1 mode, key=module.NAME for each kernel module of the
+ * initramfs: loaded or why not), then for each metric either one t=sample
+ * per repeat or one t=na saying why it could not run, then one t=sample
+ * per /proc/meminfo line, and last t=end records=<number of records before
+ * it>.
  *
  * The suite is lmbench-class: system calls, signals, IPC latency and
  * bandwidth, context switches, file system, VM, memory bandwidth, AES in the
@@ -31,9 +33,10 @@
  *   record.c   record framing and checksums, warnings (record.h)
  *   harness.c  clock, calibration, repeats, overhead subtraction, KL_ONLY
  *              (harness.h: struct metric and what a group implements)
- *   pid1.c     mounts, console, loopback, scratch disk, reboot (pid1.h)
+ *   pid1.c     mounts, console, loopback, scratch disk, modules, reboot
+ *              (pid1.h)
  *   util.c     helpers the groups share: children, files, buffers (util.h)
- *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c blk.c
+ *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c latency.c blk.c
  *              the metric groups, each with its tables and its own state
  *              (ctx.* is in ipc.c: its hops are ipc.pipe_rtt's round trips)
  *
@@ -90,6 +93,7 @@ static const struct metric_table *const suite[] = {
 	&mem_bandwidth_metrics,
 	&crypto_metrics,
 	&irq_metrics,
+	&latency_metrics,
 	&mem_alloc_metrics,
 	&blk_metrics,
 };
@@ -162,6 +166,8 @@ static void run_suite(const struct options *o, const char *workdir)
 	     RECORD_VERSION, pid1 ? "pid1" : "local", sanitize(u.machine), sanitize(u.release),
 	     (long long)res.tv_sec * 1000000000 + res.tv_nsec, o->repeats, o->target_us,
 	     o->idle_ms, sanitize(block_dev), o->block_mb);
+	if (pid1)
+		load_modules(); /* a prebuilt kernel's: before any metric needs them */
 	report_unknown_names(o->only, suite, SUITE_TABLES);
 	report_clocksource();
 	measure_overheads();

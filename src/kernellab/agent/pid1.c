@@ -19,6 +19,7 @@
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -168,4 +169,59 @@ const char *init_system(void)
 	    errno != EBUSY)
 		warn("mount tmpfs on /tmp: %s; using rootfs", strerror(errno));
 	return "/tmp";
+}
+
+/*
+ * A prebuilt kernel's modules that the suite needs (AF_ALG, the virtio disk):
+ * the host packs them as /kl-modules/NN-NAME.ko, decompressed, numbered so
+ * that name order is load order (dependencies first).  A module that does not
+ * load is a notice, not the end of the run: the metrics that need it say n/a.
+ */
+#define MODULES_DIR "/kl-modules"
+
+static void load_module(const char *file)
+{
+	char path[sizeof(MODULES_DIR) + NAME_MAX + 1], name[NAME_MAX + 1];
+	const char *dash = strchr(file, '-');
+	int fd;
+
+	snprintf(name, sizeof(name), "%s", dash ? dash + 1 : file);
+	name[strcspn(name, ".")] = '\0';
+	snprintf(path, sizeof(path), MODULES_DIR "/%s", file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		emit("t=meta key=module.%s value=open_failed_errno_%d", sanitize(name), errno);
+		return;
+	}
+	/* glibc has no finit_module() wrapper. */
+	if (syscall(SYS_finit_module, fd, "", 0) == 0)
+		emit("t=meta key=module.%s value=loaded", sanitize(name));
+	else if (errno == EEXIST)
+		emit("t=meta key=module.%s value=already_loaded", sanitize(name));
+	else
+		emit("t=meta key=module.%s value=failed_errno_%d", sanitize(name), errno);
+	if (close(fd) < 0)
+		warn("close %s: %s", path, strerror(errno));
+}
+
+static int module_file(const struct dirent *e)
+{
+	return e->d_name[0] != '.';
+}
+
+void load_modules(void)
+{
+	struct dirent **files;
+	int n = scandir(MODULES_DIR, &files, module_file, alphasort);
+
+	if (n < 0) {
+		if (errno != ENOENT)
+			warn("scandir " MODULES_DIR ": %s", strerror(errno));
+		return; /* a built kernel: what it needs is built in */
+	}
+	for (int i = 0; i < n; i++) {
+		load_module(files[i]->d_name);
+		free(files[i]);
+	}
+	free(files);
 }

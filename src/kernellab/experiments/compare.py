@@ -39,6 +39,9 @@ class Plan:
     # Where each variant runs: a function of the variant and its build (None for the
     # running kernel). None: QEMU TCG.
     target: Callable[[lab.Prepared, Build | None], Target] | None = None
+    # Take finished runs of the same kernel, measured the same way, from the store before
+    # booting more: what lets a study resume. compare itself always measures afresh.
+    reuse: bool = False
 
 
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
@@ -55,6 +58,12 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
             raise LabError(f"{flag} must be at least 1, got {value}")
     if timeout_s <= 0:
         raise LabError(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
+    cores = os.cpu_count() or 1
+    crowded = [v.name for v in exp.variants if (v.vcpus or 1) > cores]
+    if crowded and not how.deterministic:
+        raise LabError(f"{', '.join(crowded)}: more vCPUs than this host's {cores} cores: in {how.name} mode the "
+                       "figures would measure the host's oversubscription, not the guest; use --mode icount "
+                       "or at most {cores} vcpus".replace("{cores}", str(cores)))
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls)
@@ -84,6 +93,10 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         if r.prepared.running:
             log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
             continue
+        if r.prepared.image is not None:
+            log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
+                "nothing to build")
+            continue
         r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
@@ -94,10 +107,18 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
             log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
     initrds = {r.prepared.spec.name: lab.agent_for(r.prepared, _target(how, r)) for r in booted}
     failures = []
+    if how.reuse:
+        for r in booted:
+            r.runs = _earlier_runs(r, store, how, initrds[r.prepared.spec.name])
+            if r.runs:
+                log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) of this kernel, measured the same way, "
+                    f"taken from the store (runs {', '.join(str(o.run_id) for o in r.runs)})")
     for i in range(how.max_runs if booted else 0):
         # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
-        # systematic advantage from the host's state.
-        order = booted if i % 2 == 0 else booted[::-1]
+        # systematic advantage from the host's state. A variant that already has this
+        # run (taken from the store) sits the round out.
+        due = [r for r in booted if len(r.runs) <= i]
+        order = due if i % 2 == 0 else due[::-1]
         for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
             r.runs.append(outcome)
             log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
@@ -112,6 +133,14 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
             if i + 1 < how.max_runs:
                 log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
     return build_report(exp.name, exp.description, records, store, how.mode), failures
+
+
+def _earlier_runs(r: VariantRecord, store: Store, how: Plan, initrd: Path) -> list[lab.RunOutcome]:
+    boot = lab.bootable(r.prepared, r.build)   # a prebuilt image's runs are filed under its package
+    if boot is None:
+        return []
+    ids = store.finished_runs(boot.key, how.mode, how.options.key(initrd, r.prepared.spec))[:how.max_runs]
+    return [lab.RunOutcome(i, "ok", "", len(store.run_samples(i))) for i in ids]
 
 
 def _prefixed(log: Callable[[str], None], name: str) -> Callable[[str], None]:
@@ -155,8 +184,9 @@ def _one_round(records: list[VariantRecord], store: Store, how: Plan,
 
 def _target(how: Plan, r: VariantRecord) -> Target:
     if how.target is not None:
-        return how.target(r.prepared, r.build)
-    return QemuTarget(r.prepared.profile, how.options.scratch_mib)
+        # A prebuilt image is given as a build: the placement boots a kernel image either way.
+        return how.target(r.prepared, lab.bootable(r.prepared, r.build))
+    return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

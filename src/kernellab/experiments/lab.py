@@ -6,6 +6,9 @@ was. The store learns of a variant when it is built or run.
 The base `running` is a real machine's own kernel: alone (`running`, `now=running`) it is
 that kernel as it runs, measured without a build; with changes (`lean=running+lean.config`)
 it is that kernel's config, changed and built from a source of the same version.
+
+The base `debian-image:VERSION-FLAVOUR` is one of Debian's prebuilt kernels (see
+kernellab.prebuilt): measured with no build, its package's name and version its identity.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, modes, sources
+from .. import arches, modes, prebuilt, sources
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
@@ -52,11 +55,18 @@ class Prepared:
     toolchain: toolchains.Toolchain | None   # None: the running kernel, which is not built
     config: ResolvedConfig
     note: str = ""     # what kernellab could not learn of it (a running kernel's unreadable config)
+    image: prebuilt.Image | None = None   # a Debian prebuilt kernel: booted, never built
+    modules: tuple[tuple[str, bytes], ...] = ()   # (name, .ko) the agent loads, in order
 
     @property
     def running(self) -> bool:
         """The kernel a machine runs now: measured, never built."""
         return self.source.kind == RUNNING
+
+    @property
+    def built(self) -> bool:
+        """Whether kernellab builds this variant's kernel (else it is measured as it is)."""
+        return not self.running and self.image is None
 
 
 def is_running(spec: VariantSpec) -> bool:
@@ -73,6 +83,8 @@ class RunOutcome:
 
 def prepare(spec: VariantSpec, machine: RunningTarget | None = None) -> Prepared:
     """`machine`: whose running kernel the base `running` means (default: this machine)."""
+    if prebuilt.is_image(spec.base):
+        return _prepare_image(spec)
     if spec.base == RUNNING:
         machine = machine or RunningTarget(LocalShell(), "local")
         if is_running(spec):
@@ -91,6 +103,25 @@ def _prepare_running(spec: VariantSpec, machine: RunningTarget) -> Prepared:
     source = Source(RUNNING, RUNNING, facts["release"], facts.kernel_id, Path("/"))
     note = "" if text is not None else f"config unknown: {origin}"
     return Prepared(spec, source, machine.profile, None, ResolvedConfig(RUNNING, text or "", []), note)
+
+
+def _prepare_image(spec: VariantSpec) -> Prepared:
+    """A Debian prebuilt kernel: its package is its source (name=version, the .deb's hash),
+    its /boot/config-* its config; the variant's source names the package, so that the
+    report's header and the store say exactly which kernel was measured."""
+    compiler = getattr(spec, "toolchain", "gcc")   # Debian built it: a toolchain cannot be asked for
+    prebuilt.check_variant(spec.name, spec.base, spec.arch,
+                           [*spec.fragments, *spec.options, *([f"cc:{compiler}"] if compiler != "gcc" else [])])
+    image = prebuilt.fetch(prebuilt.parse(spec.base))
+    source = Source(image.identity, prebuilt.KIND, image.release, image.sha256, image.root)
+    config = ResolvedConfig(spec.base, image.config_path.read_text(errors="replace"), [])
+    modules, notices = prebuilt.agent_modules(image, config.values)
+    note = "; ".join([f"Debian's prebuilt kernel {image.identity}: not built (prebuilt by Debian), sizes from the "
+                      "ELF in its bzImage, "
+                      + (f"the agent loads {', '.join(n for n, _ in modules)}" if modules else "no modules to load"),
+                      *notices])
+    return Prepared(replace(spec, source=image.identity), source, arches.load(spec.arch), None, config, note,
+                    image, tuple(modules))
 
 
 def _running_config_file(machine: RunningTarget, source: Source) -> Path:
@@ -115,6 +146,8 @@ def record_variant(p: Prepared, store: Store) -> int:
 
 
 def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None) -> Build:
+    if p.image is not None:
+        raise LabError(f"variant {p.spec.name} is Debian's prebuilt {p.image.identity}: it is measured, not built")
     if p.toolchain is None:
         raise LabError(f"variant {p.spec.name} is the kernel a machine runs: it is measured, not built")
     result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
@@ -133,7 +166,8 @@ class RunOptions:
 
     def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
-        return f"{self.mode} {initrd.name} {self.cmdline(spec)}"
+        vcpus = f" vcpus={spec.vcpus}" if spec.vcpus is not None else ""
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}"
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
@@ -169,7 +203,31 @@ def initramfs_for(p: Prepared) -> Path:
     ABI (ppc44x and ppc32 run the ppc32 agent), and the agent needs a C library the
     kernel's compiler may lack."""
     p.profile.require_machine()  # a build-only arch has no guest to run the agent in
-    return agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch))
+    return agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch), p.modules)
+
+
+def bootable(p: Prepared, build: Build | None) -> Build | None:
+    """What a target is given to boot: the build, or a prebuilt image presented as one
+    (its sizes, nothing built: wall_s 0, jobs 0). Never stored as a build."""
+    if p.image is None:
+        return build
+    return Build(key=prebuilt_key(p.image), artifacts=p.image.root, image=p.image.kernel, wall_s=0.0, user_s=0.0,
+                 sys_s=0.0, compiler=f"prebuilt by Debian ({p.image.identity})", ccache="", ccache_hit_pct=None,
+                 jobs=0, cached=True, **prebuilt.sizes(p.image))
+
+
+def prebuilt_key(image: prebuilt.Image) -> str:
+    """A prebuilt kernel's runs are filed under its package, as a build's under its key."""
+    return f"debian-image-{image.sha256[:20]}"
+
+
+def _prebuilt_rows(store: Store, run_id: int, image: prebuilt.Image) -> None:
+    """A prebuilt kernel has no build for the report to take its size rows from: each run
+    carries them (one sample each, equal in every run), and says why it has no build rows."""
+    for metric, (unit, value) in prebuilt.figures(image).items():
+        store.add_sample(run_id, metric, unit, 0, 1, value)
+    for metric in prebuilt.BUILD_METRICS:
+        store.add_unavailable(run_id, metric, prebuilt.NOT_BUILT)
 
 
 class _StoreSink:
@@ -229,23 +287,26 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
-    target = target or QemuTarget(p.profile, options.scratch_mib)
+    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus)
     initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "
                        "use --mode wall")
-    if (build is None) != p.running:
-        raise LabError(f"variant {p.spec.name}: " + ("the running kernel has no build" if p.running else "not built"))
+    if (build is None) == p.built:
+        raise LabError(f"variant {p.spec.name}: " + ("not built" if p.built else "measured as it is, it has no build"))
     if p.running and not target.capabilities.measures_running:
         raise LabError(f"variant {p.spec.name} is the kernel a machine runs: measure it with --target local "
                        "or --target ssh://HOST, not on the {target.name} target")
     variant_id = record_variant(p, store)
     info = target.describe(options.mode)
-    build_key = build.key if build is not None else f"running-{p.source.content_hash[:20]}"
-    kernel = build.image if build is not None else None
+    boot = bootable(p, build)
+    build_key = boot.key if boot is not None else f"running-{p.source.content_hash[:20]}"
+    kernel = boot.image if boot is not None else None
     with target.start(kernel, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
         run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
                                  console.command, options.key(initrd, p.spec), initrd.name)
+        if p.image is not None:
+            _prebuilt_rows(store, run_id, p.image)
         session = Session(_StoreSink(store, run_id, p.config.values, target.capabilities.agent))
         if cancellation:
             cancellation.watch(console)
