@@ -166,8 +166,7 @@ class RunOptions:
 
     def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
-        vcpus = f" vcpus={spec.vcpus}" if spec.vcpus is not None else ""
-        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}"
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}"
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
@@ -287,7 +286,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
-    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus)
+    target = target or QemuTarget(p.profile, options.scratch_mib)
     initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "
