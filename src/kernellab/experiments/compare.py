@@ -58,6 +58,12 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
             raise LabError(f"{flag} must be at least 1, got {value}")
     if timeout_s <= 0:
         raise LabError(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
+    cores = os.cpu_count() or 1
+    crowded = [v.name for v in exp.variants if (v.vcpus or 1) > cores]
+    if crowded and not how.deterministic:
+        raise LabError(f"{', '.join(crowded)}: more vCPUs than this host's {cores} cores: in {how.name} mode the "
+                       "figures would measure the host's oversubscription, not the guest; use --mode icount "
+                       "or at most {cores} vcpus".replace("{cores}", str(cores)))
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls)
@@ -180,7 +186,7 @@ def _target(how: Plan, r: VariantRecord) -> Target:
     if how.target is not None:
         # A prebuilt image is given as a build: the placement boots a kernel image either way.
         return how.target(r.prepared, lab.bootable(r.prepared, r.build))
-    return QemuTarget(r.prepared.profile, how.options.scratch_mib)
+    return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

@@ -166,7 +166,8 @@ class RunOptions:
 
     def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
-        return f"{self.mode} {initrd.name} {self.cmdline(spec)}"
+        vcpus = f" vcpus={spec.vcpus}" if spec.vcpus is not None else ""
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}"
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
@@ -286,7 +287,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
-    target = target or QemuTarget(p.profile, options.scratch_mib)
+    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus)
     initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "

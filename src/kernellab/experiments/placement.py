@@ -87,6 +87,10 @@ class Placement:
         """A variant measured on a real machine is of that machine's arch."""
         if self.machine is not None:
             spec.arch = self.machine.profile.name
+            if spec.vcpus is not None:
+                raise LabError(f"variant {spec.name}: vcpus:{spec.vcpus} is a QEMU machine's setting; a real machine "
+                               "runs with the CPUs it has (use the kernel's maxcpus=N, boot:maxcpus=N, on a kexec'd "
+                               "variant)")
 
     def target(self, p: Prepared, build: Build | None, options: RunOptions) -> Target:
         if self.kexec is not None:
@@ -108,7 +112,7 @@ class Placement:
             if choice.why:
                 self.log(choice.why)
             accel = self._accels[p.profile.name] = choice.accel
-        return QemuTarget(p.profile, options.scratch_mib, accel)
+        return QemuTarget(p.profile, options.scratch_mib, accel, vcpus=p.spec.vcpus)
 
     @staticmethod
     def _check_kexec_variant(p: Prepared, kexec: KexecTarget) -> None:

@@ -8,6 +8,8 @@ Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE+cc:TOOLCH
   sysctl:KEY=VALUE  a sysctl set before anything is measured (sysctl:vm.swappiness=10)
   cc:TOOLCHAIN  gcc (the default) or clang (make LLVM=1): part of the config Kconfig
             resolves and of the build key, so a clang variant never shares a gcc build
+  vcpus:N   boot with N virtual CPUs (default: the arch profile's machine, one); part of
+            the runs' key, not of the build
 The boot parameters and sysctls are part of the variant's identity and of its runs' key:
 two variants with one config and different parameters share a build, never a run.
 """
@@ -27,6 +29,7 @@ from ..errors import LabError
 
 DEFAULT_SOURCE = "debian:6.1"
 DEFAULT_ARCH = "x86_64"
+MAX_VCPUS = 64
 
 
 @dataclass
@@ -40,8 +43,11 @@ class VariantSpec:
     boot_args: list[str] = field(default_factory=list)   # kernel command-line parameters
     sysctls: dict[str, str] = field(default_factory=dict)
     toolchain: str = toolchains.DEFAULT   # "gcc" or "clang"
+    vcpus: int | None = None              # None: the arch profile's machine (-smp 1)
 
     def __post_init__(self) -> None:
+        if self.vcpus is not None and not 1 <= self.vcpus <= MAX_VCPUS:
+            raise LabError(f"variant {self.name!r}: vcpus must be 1 to {MAX_VCPUS}, got {self.vcpus}")
         if self.toolchain not in toolchains.TOOLCHAINS:
             raise LabError(f"variant {self.name!r}: unknown toolchain {self.toolchain!r}: use one of "
                            f"{', '.join(toolchains.TOOLCHAINS)}")
@@ -76,7 +82,8 @@ class VariantSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "base": self.base, "fragments": self.fragments,
                 "options": self.options, "source": self.source, "arch": self.arch,
-                "boot_args": self.boot_args, "sysctls": self.sysctls, "toolchain": self.toolchain}
+                "boot_args": self.boot_args, "sysctls": self.sysctls, "toolchain": self.toolchain,
+                "vcpus": self.vcpus}
 
 
 _SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
@@ -103,6 +110,7 @@ class _VariantTable:
     boot_args: list[str] = field(default_factory=list)
     sysctls: dict[str, str] = field(default_factory=dict)
     toolchain: str | None = None
+    vcpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,7 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
         raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE"
                        "+cc:clang")
     base, fragments, options, boot_args, sysctls = parts[0], [], [], [], {}
-    toolchain = toolchains.DEFAULT
+    toolchain, vcpus = toolchains.DEFAULT, None
     for part in parts[1:]:
         if part.startswith("CONFIG_"):
             options.append(part)
@@ -158,9 +166,14 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
             sysctls[key] = value
         elif part.startswith("cc:"):
             toolchain = part.removeprefix("cc:")
+        elif part.startswith("vcpus:"):
+            count = part.removeprefix("vcpus:")
+            if not count.isdigit():
+                raise LabError(f"bad variant {text!r}: {part!r} needs a number of virtual CPUs (vcpus:2)")
+            vcpus = int(count)
         else:
             fragments.append(part)
-    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain)
+    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain, vcpus)
 
 
 def load_experiment(path: Path | None) -> Experiment:
@@ -184,6 +197,7 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
     if exp.runs is not None and exp.runs < 1:
         raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
     variants = [VariantSpec(v.name, v.base, v.fragments, v.options, v.source or exp.source,
-                            v.arch or exp.arch, v.boot_args, v.sysctls, v.toolchain or exp.toolchain)
+                            v.arch or exp.arch, v.boot_args, v.sysctls, v.toolchain or exp.toolchain,
+                            v.vcpus)
                 for v in exp.variant]
     return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description)

@@ -86,6 +86,8 @@ def header_lines(report: dict[str, Any]) -> list[str]:
             lines.append(head + f"built -j{b['jobs']} with {b['compiler']}"
                          + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
         boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
+        if v.get("vcpus"):
+            boot.append(f"{v['vcpus']} vCPUs")
         if boot:
             lines.append(f"  boot parameters and sysctls: {' '.join(boot)}")
         if v.get("note"):

@@ -40,19 +40,22 @@ KVM_TIMING = ("a KVM guest: the host's CPU runs it, guest clock = host clock; vi
 class QemuTarget:
     name = "qemu"
 
-    def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg"):
+    def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg",
+                 vcpus: int | None = None):
         self.profile = profile
         self.machine = profile.require_machine()
+        self.vcpus = vcpus   # None: the machine's own -smp
         self.scratch_mib = scratch_mib
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
         self.capabilities = Capabilities(boots_kernels=True, measures_running=False,
                                          deterministic=accel == "tcg")
 
     def describe(self, mode: str) -> TargetInfo:
-        args = list(self.machine.args)
+        args = self._machine_args()
         details = {"accelerator": self.accel, "arch": self.profile.name,
                    "machine": _arg_after(args, "-machine") or _arg_after(args, "-M") or "default",
                    "cpu": _arg_after(args, "-cpu") or "the machine's default",
+                   "vcpus": _arg_after(args, "-smp") or "1",
                    "emulator": qemu_version(self.machine.binary)}
         if self.accel == "kvm":
             return TargetInfo("KVM guest", details, KVM_TIMING)
@@ -64,7 +67,7 @@ class QemuTarget:
         machine = self.machine
         words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
                  cmdline]
-        argv = [machine.binary, *machine.args, "-accel", self.accel,
+        argv = [machine.binary, *self._machine_args(), "-accel", self.accel,
                 "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
                 "-no-reboot", "-kernel", str(kernel), "-append", " ".join(w for w in words if w)]
         if initramfs is not None:
@@ -74,6 +77,16 @@ class QemuTarget:
         if mode == "icount":
             argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
         return argv
+
+    def _machine_args(self) -> list[str]:
+        """The profile's machine arguments, with the variant's number of vCPUs."""
+        args = list(self.machine.args)
+        if self.vcpus is None:
+            return args
+        if "-smp" in args:
+            at = args.index("-smp")
+            del args[at:at + 2]
+        return [*args, "-smp", str(self.vcpus)]
 
     @contextmanager
     def start(self, kernel: Path | None, agent: Path | None, cmdline: str, mode: str,

@@ -1,0 +1,63 @@
+"""The number of virtual CPUs as a variant's axis: `vcpus:N` (`vcpus = N` in a file).
+It is part of what a run measured (its key, its target's details), never of the build."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernellab import arches
+from kernellab.errors import LabError
+from kernellab.experiments import lab
+from kernellab.experiments.spec import experiment_from_data, parse_short
+from kernellab.targets.qemu import QemuTarget
+
+
+def test_the_short_syntax_and_files_take_vcpus():
+    assert parse_short("two=lab-minimal+vcpus:2").vcpus == 2
+    assert parse_short("lab-minimal").vcpus is None
+    exp = experiment_from_data({"variant": [{"name": "four", "base": "lab-minimal", "vcpus": 4}]}, "e.toml")
+    assert exp.variants[0].vcpus == 4
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x=lab-minimal+vcpus:two", "needs a number of virtual CPUs"),
+    ("x=lab-minimal+vcpus:0", "vcpus must be 1 to 64, got 0"),
+    ("x=lab-minimal+vcpus:65", "vcpus must be 1 to 64, got 65"),
+])
+def test_a_bad_vcpu_count_is_one_line(text, message):
+    with pytest.raises(LabError, match=message):
+        parse_short(text)
+
+
+def test_qemu_boots_the_variants_number_of_vcpus_and_says_so():
+    profile = arches.load("x86_64")
+    argv = QemuTarget(profile, 0, vcpus=2).command(Path("k"), None, "", "icount")
+    assert argv.count("-smp") == 1 and argv[argv.index("-smp") + 1] == "2"
+    assert QemuTarget(profile, 0, vcpus=2).describe("icount").details["vcpus"] == "2"
+    default = QemuTarget(profile, 0).command(Path("k"), None, "", "icount")
+    assert default[default.index("-smp") + 1] == "1"
+
+
+def test_runs_with_other_vcpus_never_share_a_key(tmp_path):
+    options, initrd = lab.RunOptions("icount"), tmp_path / "agent.cpio"
+    one, two = parse_short("a=lab-minimal"), parse_short("a=lab-minimal+vcpus:2")
+    assert options.key(initrd, one) != options.key(initrd, two)
+    assert options.key(initrd, two).endswith(" vcpus=2")
+
+
+def test_wall_mode_refuses_more_vcpus_than_host_cores(lab, capsys, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert lab.main("compare", "--mode", "wall", "a=tinyconfig", "b=tinyconfig+vcpus:4") == 2
+    err = capsys.readouterr().err
+    assert "b: more vCPUs than this host's 2 cores" in err and err.count("\n") == 1
+
+
+def test_a_compare_reports_the_vcpus_each_variant_ran_with(lab, capsys):
+    out = lab.tmp / "r.json"
+    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+vcpus:2", "--format", "json", "-o", str(out)) == 0
+    report = json.loads(out.read_text())
+    a, b = report["variants"]
+    assert "vcpus" not in a and b["vcpus"] == 2
+    assert a["runs"][0]["target"]["details"]["vcpus"] == "1" and b["runs"][0]["target"]["details"]["vcpus"] == "2"
+    assert a["build"]["key"] == b["build"]["key"]   # one kernel, two machines
