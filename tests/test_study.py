@@ -98,9 +98,9 @@ def test_a_study_measures_splits_and_concludes_in_icount(lab, capsys):
     # The summary names the 25% with its direction and how it was measured; the idle
     # timer, which FAKE_SLOW leaves alone, is no difference.
     calls, timer = report["summary"]
-    assert calls.startswith("System calls: null syscall (getppid) 25% worse")
-    assert "icount, 1 run, exact" in calls and "(slow against fast)" in calls
-    assert timer.startswith("Idle timer: no difference in timer interrupts/s, idle")
+    assert calls.startswith("System calls (slow against fast): null syscall (getppid) 25% worse "
+                            "(x86_64 +25.0%, icount, 1 run, exact)")
+    assert timer.startswith("Idle timer (slow against fast): no difference in timer interrupts/s, idle")
 
     # The split: the variant with slow's code and fast's config is fast's kernel here (one
     # source), so all of the difference is configuration, and the parts add up.
@@ -121,7 +121,7 @@ def test_the_rendered_study_ends_with_its_summary_and_says_how(lab, capsys):
         assert "mode: icount" in text and "noise floor: none given" in text
         assert "code or configuration?" in text
         summary_at = text.index("Summary")
-        assert text.index("system calls") < summary_at < text.index("System calls: null syscall")
+        assert text.index("system calls") < summary_at < text.index("System calls (slow against fast): null")
 
 
 def test_a_study_run_again_resumes_from_the_store(lab, capsys):
@@ -172,7 +172,7 @@ def test_in_wall_mode_only_significant_changes_are_differences(lab, capsys):
     calls, timer = report["summary"]
     assert "null syscall (getppid) 2" in calls and "worse" in calls and "95% CI" in calls
     # About 1% noise on an unchanged metric: never given a direction.
-    assert timer.startswith("Idle timer: no difference in timer interrupts/s, idle")
+    assert timer.startswith("Idle timer (slow against fast): no difference in timer interrupts/s, idle")
 
 
 def test_a_noise_floor_turns_a_small_exact_change_into_no_difference(lab, capsys):
@@ -264,8 +264,14 @@ def test_ranges_across_arches_are_written_as_the_seed_writes_them():
                "ppc32": _report("icount", {"a": 100.0, "b": 140.0})}
     item = study.SummaryItem("Slow to fork", ["proc.fork_exit"])
     (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
-    assert line.startswith("Slow to fork: fork + exit 30...40% worse [x86_64 +30.0% (icount, 1 run, exact), "
-                           "ppc32 +40.0% (icount, 1 run, exact)]")
+    assert line == ("Slow to fork (b against a): fork + exit 30...40% worse "
+                    "(x86_64 +30.0%, ppc32 +40.0%; icount, 1 run, exact)")
+    reports["ppc32"] = _report("icount", {"a": 100.0, "b": 930.0})
+    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    assert "fork + exit 30...830% worse" in line
+    reports["x86_64"] = _report("icount", {"a": 100.0, "b": 900.0})
+    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    assert "fork + exit 800...830% (9.0...9.3x) worse" in line
     assert conclusion.pct_range([5.2]) == "5%" and conclusion.pct_range([0.4]) == "0.4%"
 
 
@@ -290,7 +296,7 @@ def test_a_wall_change_that_is_not_significant_is_no_difference():
     reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
     (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
                                conclusion.NoiseFloor())
-    assert line.startswith("Forks: no difference in fork + exit")
+    assert line.startswith("Forks (b against a): no difference in fork + exit")
     c = dict(c, significant=True, ci_low_pct=5.0)
     reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
     (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",

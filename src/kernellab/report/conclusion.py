@@ -126,14 +126,36 @@ def pct_range(values: Sequence[float]) -> str:
     return f"{lo:.0f}...{hi:.0f}%"
 
 
+def _times(pcts: Sequence[float]) -> str:
+    """A change past +100% read as a factor too: +830% is 9.3 times the baseline."""
+    big = [1 + p / 100 for p in pcts if p >= 100]
+    if len(big) != len(pcts):
+        return ""
+    lo, hi = min(big), max(big)
+    return f" ({lo:.1f}x)" if f"{lo:.1f}" == f"{hi:.1f}" else f" ({lo:.1f}...{hi:.1f}x)"
+
+
+def _where(items: Sequence[Delta]) -> str:
+    """Each arch's exact figure and how it was obtained, said once when all agree."""
+    hows = {d.how for d in items}
+    if len(items) == 1:
+        d = items[0]
+        return f"{d.arch} {d.pct:+.1f}%, {d.how}"
+    figures = ", ".join(f"{d.arch} {d.pct:+.1f}%" for d in items)
+    if len(hows) == 1:
+        return f"{figures}; {hows.pop()}"
+    return ", ".join(f"{d.arch} {d.pct:+.1f}% ({d.how})" for d in items)
+
+
 def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor: NoiseFloor) -> str:
     """One summary line: the metrics that changed, as ranges across arches, then those
     that did not."""
     by_metric: dict[str, list[Delta]] = {}
     for d in deltas:
         by_metric.setdefault(d.metric, []).append(d)
+    head = f"{says} ({subject} against {baseline})"
     if not by_metric:
-        return f"{says}: not measured ({subject} or {baseline} has none of its metrics)"
+        return f"{head}: not measured (neither has any of its metrics in this mode)"
     parts, same = [], []
     for items in by_metric.values():
         changed = [d for d in items if d.counts]
@@ -142,19 +164,17 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor:
             same.append(label)
             continue
         directions = {d.direction for d in changed}
-        where = ", ".join(f"{d.arch} {d.pct:+.1f}% ({d.how})" for d in items)
         if len(directions) == 1:
-            word = directions.pop()
-            parts.append(f"{label} {pct_range([abs(d.pct) for d in changed])} {word} [{where}]")
+            size = [d.pct for d in changed]
+            parts.append(f"{label} {pct_range([abs(p) for p in size])}{_times(size)} {directions.pop()} "
+                         f"({_where(items)})")
         else:
-            parts.append(f"{label} better on some arches, worse on others [{where}]")
-    text = f"{says}: " + ("; ".join(parts) if parts else "no difference")
+            parts.append(f"{label} better on some arches, worse on others ({_where(items)})")
+    text = f"{head}: " + ("; ".join(parts) if parts else "no difference")
     if same:
-        floor_words = "within the noise floor or not significant"
-        text += f"{'; ' if parts else ' in '}{', '.join(same)}" + ("" if not parts else f" {floor_words}")
-        if not parts:
-            text += f" ({floor_words})"
-    return f"{text} ({subject} against {baseline})"
+        rest = "within the noise floor or not significant"
+        text += f"; {', '.join(same)} {rest}" if parts else f" in {', '.join(same)} ({rest})"
+    return text
 
 
 def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline: str, subject: str,
