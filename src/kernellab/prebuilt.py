@@ -173,7 +173,9 @@ def fetch(spec: ImageSpec) -> Image:
 
 
 _PAYLOAD_FORMATS = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"),
-                    (b"BZh", "bzip2"), (b"\x5d\x00\x00", "lzma"))
+                    (b"\x02\x21\x4c\x18", "lz4"), (b"BZh", "bzip2"), (b"\x5d\x00\x00", "lzma"))
+# Formats Python 3.11 cannot decode: the tool that can (6.12 uses zstd, 6.1's cloud image lz4).
+_PAYLOAD_TOOLS = {"zstd": ["zstd", "-dcq"], "lz4": ["lz4", "-dcq"]}
 
 
 def payload(bzimage: bytes) -> tuple[str, bytes]:
@@ -203,12 +205,11 @@ def decompress(fmt: str, data: bytes) -> bytes:
             return bz2.BZ2Decompressor().decompress(data)
     except (lzma.LZMAError, zlib.error, OSError) as exc:
         raise LabError(f"cannot decompress the bzImage payload ({fmt}): {exc}") from None
-    # zstd: Python 3.11 has no decoder, the zstd tool does; it would take the 4 bytes of
-    # size for a truncated second frame: cut them.
-    zstd = require_tool("zstd")
-    result = subprocess.run([zstd, "-dcq"], input=data[:-4], capture_output=True)
+    # The tools would take the 4 bytes of size for a truncated frame or block: cut them.
+    tool, *flags = _PAYLOAD_TOOLS[fmt]
+    result = subprocess.run([require_tool(tool), *flags], input=data[:-4], capture_output=True)
     if result.returncode != 0:
-        raise LabError(f"zstd could not decompress the bzImage payload: {result.stderr.decode().strip()}")
+        raise LabError(f"{tool} could not decompress the bzImage payload: {result.stderr.decode().strip()}")
     return result.stdout
 
 

@@ -1,0 +1,41 @@
+"""One of Debian's prebuilt kernels end to end: downloaded (6.12 cloud, the smallest: 34 MB),
+booted twice in icount mode by `kernellab compare`, with the AF_ALG modules loaded by the
+agent. The download stays in kernellab's cache: a second session fetches nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernellab.cli import main
+from kernellab.store import Store
+
+pytestmark = pytest.mark.integration
+
+BASE = "debian-image:6.12-cloud"
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get (Debian) to download the image")
+def test_a_prebuilt_image_is_measured_with_no_build_and_reruns_are_identical(tmp_path: Path) -> None:
+    store_path, report_path = tmp_path / "lab.sqlite", tmp_path / "report.json"
+    code = main(["compare", f"cloud={BASE}", "--runs", "2", "--format", "json", "-o", str(report_path),
+                 "--store", str(store_path)])
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    variant = report["variants"][0]
+    assert variant["source"].startswith("linux-image-6.12.") and "=" in variant["source"]  # package=version
+    assert variant["build"] is None and "not built (prebuilt by Debian)" in variant["note"]
+    assert "af_alg, algif_skcipher" in variant["note"]
+    metrics = {m["name"]: m["values"]["cloud"] for m in report["metrics"]}
+    assert metrics["crypto.aes256cbc_kernel"]["median"] > 0          # the modules loaded
+    assert metrics["size.text"]["median"] > 10_000                   # KiB, from the ELF in the bzImage
+    assert metrics["build.wall"] == {"not_available": "not built (prebuilt by Debian)"}
+
+    store = Store(store_path)
+    first, second = ([(s["metric"], s["rep"], s["value"]) for s in store.run_samples(run["id"])
+                      if not s["metric"].endswith(".host")]   # host-clock rows are real seconds
+                     for run in variant["runs"])
+    assert first == second   # KASLR and all: the same kernel layout, the same instruction counts
