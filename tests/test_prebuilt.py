@@ -197,3 +197,15 @@ def test_the_payload_of_a_bzimage_is_found_and_decompressed(fmt: str, compress: 
 def test_a_file_that_is_no_bzimage_is_an_error() -> None:
     with pytest.raises(LabError, match="not an x86 bzImage"):
         prebuilt.payload(bytes(4096))
+
+
+def test_audit_takes_an_image_as_its_config_in_the_tree_of_its_version(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    image = prebuilt.Image("debian-image:6.12-cloud", "linux-image-x", "1", "0" * 64, tmp_path)
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "vmlinuz-6.12.117+deb12-cloud-amd64").write_bytes(b"")
+    monkeypatch.setattr(prebuilt, "fetch", lambda spec: image)
+    assert prebuilt.config_argument("debian-image:6.12-cloud", None) == \
+        (str(tmp_path / "boot" / "config-6.12.117+deb12-cloud-amd64"), "debian:6.12")
+    assert prebuilt.config_argument("debian-image:6.12-cloud", "/src/linux")[1] == "/src/linux"
+    assert prebuilt.config_argument("my.config", None) == ("my.config", None)

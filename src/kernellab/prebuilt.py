@@ -367,7 +367,20 @@ def agent_modules(image: Image, config: Mapping[str, str]) -> tuple[list[tuple[s
     return out, notices
 
 
-# --- `python -m kernellab.prebuilt config BASE`: where an image's config is, for audit -----
+# --- its config, for `kernellab audit` -------------------------------------------------------
+
+
+def config_argument(config: str, source: str | None) -> tuple[str, str | None]:
+    """`audit`'s config argument and --source: an image's base (debian-image:6.12-cloud)
+    becomes the path of its config, read in the Kconfig tree of its version (debian:6.12)
+    unless --source says otherwise; anything else is left as it is."""
+    if not is_image(config):
+        return config, source
+    spec = parse(config)
+    return str(fetch(spec).config_path), source or f"debian:{spec.version}"
+
+
+# `python -m kernellab.prebuilt config BASE`: where an image's config is.
 
 
 _USAGE = f"usage: python -m kernellab.prebuilt config {EXAMPLE}"
