@@ -166,8 +166,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	     RECORD_VERSION, pid1 ? "pid1" : "local", sanitize(u.machine), sanitize(u.release),
 	     (long long)res.tv_sec * 1000000000 + res.tv_nsec, o->repeats, o->target_us,
 	     o->idle_ms, sanitize(block_dev), o->block_mb);
-	if (pid1)
-		load_modules(); /* a prebuilt kernel's: before any metric needs them */
+	report_modules();
 	report_unknown_names(o->only, suite, SUITE_TABLES);
 	report_clocksource();
 	measure_overheads();
@@ -261,6 +260,7 @@ int main(int argc, char **argv)
 		 * hold stray boot words, so options come from the environment.
 		 */
 		workdir = init_system();
+		load_modules(); /* a prebuilt kernel's: the scratch disk's driver may be one */
 		options_from_env(&o);
 		if (!o.block_dev)
 			o.block_dev = find_scratch_disk();

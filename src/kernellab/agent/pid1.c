@@ -174,32 +174,44 @@ const char *init_system(void)
 /*
  * A prebuilt kernel's modules that the suite needs (AF_ALG, the virtio disk):
  * the host packs them as /kl-modules/NN-NAME.ko, decompressed, numbered so
- * that name order is load order (dependencies first).  A module that does not
- * load is a notice, not the end of the run: the metrics that need it say n/a.
+ * that name order is load order (dependencies first).  They load before the
+ * scratch disk is looked for (its driver may be one of them), which is before
+ * the t=hello record: what became of each is kept for report_modules().  A
+ * module that does not load is a notice, not the end of the run: the metrics
+ * that need it say n/a.
  */
 #define MODULES_DIR "/kl-modules"
+#define MAX_MODULES 64
+
+static struct {
+	char name[64];
+	char result[32];
+} modules[MAX_MODULES];
+static int modules_loaded;
 
 static void load_module(const char *file)
 {
-	char path[sizeof(MODULES_DIR) + NAME_MAX + 1], name[NAME_MAX + 1];
+	char path[sizeof(MODULES_DIR) + NAME_MAX + 1];
 	const char *dash = strchr(file, '-');
+	char *name = modules[modules_loaded].name, *result = modules[modules_loaded].result;
 	int fd;
 
-	snprintf(name, sizeof(name), "%s", dash ? dash + 1 : file);
+	snprintf(name, sizeof(modules[0].name), "%s", dash ? dash + 1 : file);
 	name[strcspn(name, ".")] = '\0';
 	snprintf(path, sizeof(path), MODULES_DIR "/%s", file);
+	modules_loaded++;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		emit("t=meta key=module.%s value=open_failed_errno_%d", sanitize(name), errno);
+		snprintf(result, sizeof(modules[0].result), "open_failed_errno_%d", errno);
 		return;
 	}
 	/* glibc has no finit_module() wrapper. */
 	if (syscall(SYS_finit_module, fd, "", 0) == 0)
-		emit("t=meta key=module.%s value=loaded", sanitize(name));
+		snprintf(result, sizeof(modules[0].result), "loaded");
 	else if (errno == EEXIST)
-		emit("t=meta key=module.%s value=already_loaded", sanitize(name));
+		snprintf(result, sizeof(modules[0].result), "already_loaded");
 	else
-		emit("t=meta key=module.%s value=failed_errno_%d", sanitize(name), errno);
+		snprintf(result, sizeof(modules[0].result), "failed_errno_%d", errno);
 	if (close(fd) < 0)
 		warn("close %s: %s", path, strerror(errno));
 }
@@ -220,8 +232,17 @@ void load_modules(void)
 		return; /* a built kernel: what it needs is built in */
 	}
 	for (int i = 0; i < n; i++) {
-		load_module(files[i]->d_name);
+		if (modules_loaded < MAX_MODULES)
+			load_module(files[i]->d_name);
+		else
+			warn("more than %d modules: %s not loaded", MAX_MODULES, files[i]->d_name);
 		free(files[i]);
 	}
 	free(files);
+}
+
+void report_modules(void)
+{
+	for (int i = 0; i < modules_loaded; i++)
+		emit("t=meta key=module.%s value=%s", sanitize(modules[i].name), modules[i].result);
 }

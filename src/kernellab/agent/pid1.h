@@ -12,11 +12,10 @@ extern int pid1;
 void finish(int status) __attribute__((noreturn));
 /* Mounts, console and loopback for the suite; returns the work directory. */
 const char *init_system(void);
-/*
- * Loads the kernel modules of the initramfs (a prebuilt kernel's), one
- * t=meta key=module.NAME record each: loaded, or why not.
- */
+/* Loads the kernel modules of the initramfs (a prebuilt kernel's), in order. */
 void load_modules(void);
+/* One t=meta key=module.NAME record per module: loaded, or why not. */
+void report_modules(void);
 /* PID-1 mode's scratch disk, or NULL. */
 const char *find_scratch_disk(void);
 /*
