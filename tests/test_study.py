@@ -137,7 +137,7 @@ options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
     report, err = run_study(lab, capsys, path)
     # The full form boots only the kernel the quick one did not: big-bss (the split's
     # variant is fast's kernel, measured the same way, so its run is fast's).
-    assert [r["name"] for r in lab.runs()] == ["fast", "slow", "big-bss"]
+    assert sorted(r["name"] for r in lab.runs()) == ["big-bss", "fast", "slow"]   # icount: side by side
     assert "taken from the store" in err
     assert report["reports"]["x86_64"]["runs_per_variant"] == {
         "fast": 1, "slow": 1, "slow-code-fast-config": 1, "big-bss": 1}
@@ -321,3 +321,10 @@ def test_each_series_support_status_comes_from_the_dated_table():
                            "(kernel.org, read ")
     assert lifecycle.status("6.12.57").startswith("Linux 6.12: longterm")
     assert "not in kernellab's lifecycle table" in lifecycle.status("4.9.337")
+
+
+def test_a_summary_line_may_compare_two_variants_other_than_the_baseline():
+    report = _report("icount", {"a": 100.0, "b": 150.0, "c": 120.0})
+    item = study.SummaryItem("Compiler", ["proc.fork_exit"], subject="c", against="b")
+    (line,) = conclusion.write([item], {"x86_64": report}, "a", "b", conclusion.NoiseFloor())
+    assert line == "Compiler (c against b): fork + exit 20% better (x86_64 -20.0%, icount, 1 run, exact)"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import arches, doctor, modes, paths, sources, toolchain
+from . import arches, doctor, modes, paths, prebuilt, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, study, sweep
@@ -222,6 +222,7 @@ def cmd_config_explain(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     args.config = _running(args.config, args)
+    args.config, args.source = prebuilt.config_argument(args.config, args.source)
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config))
     report = audit.audit(tree, rules_for(args.profile), args.profile)
@@ -481,7 +482,8 @@ def parser() -> argparse.ArgumentParser:
     variant_opts(ce)
 
     a = command("audit", "check a .config against the rule base for a workload profile", cmd_audit)
-    a.add_argument("config", help="a .config, or `running` (the config of the kernel --target runs)")
+    a.add_argument("config", help="a .config, `running` (the config of the kernel --target runs) or a "
+                                   "prebuilt image (debian-image:6.12-cloud: its own config)")
     machine_opts(a, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     a.add_argument("--profile", required=True, choices=PROFILES)
     format_opt(a, "table", "json")

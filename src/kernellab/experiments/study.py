@@ -45,6 +45,7 @@ class SummaryItem:
     says: str
     metrics: list[str]
     subject: str | None = None      # the variant compared with the baseline (default: the study's)
+    against: str | None = None      # what it is compared with (default: the study's baseline)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
             metric(m, f"table {section.title!r}")
     for item in f.summary:
         variant(item.subject, f"summary {item.says!r}")
+        variant(item.against, f"summary {item.says!r}")
         for m in item.metrics:
             metric(m, f"summary {item.says!r}")
     for d in f.decompose:

@@ -80,7 +80,9 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         head = (f"variant {v['name']}: {v['source']} ({v['source_version']}) {v['arch']} "
                 f"base={v['base']} fragments={'+'.join(v['fragments'] + v['options']) or '-'} "
                 f"config {v['config_hash'][:12]}; ")
-        if b is None:
+        if v.get("prebuilt"):
+            lines.append(head + f"not built: Debian's prebuilt {v['prebuilt']}")
+        elif b is None:
             lines.append(head + "not built: the kernel the machine runs")
         else:
             lines.append(head + f"built -j{b['jobs']} with {b['compiler']}"

@@ -20,6 +20,7 @@ from typing import Any
 from .. import datafile, modes
 from ..errors import LabError
 from ..metrics.catalog import catalog
+from ..stats import compare_all
 
 
 @dataclass(frozen=True)
@@ -62,19 +63,19 @@ class Delta:
 
 
 def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, subject: str,
-                 floor: NoiseFloor) -> Delta | None:
-    """The subject's change against the baseline (the report's first variant) in one arch's
-    compare report, judged as the report judged it; None when either side did not
-    measure it."""
-    if report["variants"][0]["name"] != baseline:
-        raise ValueError(f"the report's baseline is {report['variants'][0]['name']}, not {baseline}")
+                 floor: NoiseFloor, others: Mapping[str, dict[str, Any]] | None = None) -> Delta | None:
+    """The subject's change against the baseline in one arch's compare report; None when
+    either side did not measure it. Against the report's first variant the report's own
+    comparison judges it; against another, `others` (metric -> comparison, from
+    `comparisons`)."""
     m = next((x for x in report["metrics"] if x["name"] == metric), None)
     if m is None or not m["valid_in_mode"]:
         return None   # not measured, or meaningless in this mode (memory bandwidth under icount)
     a, b = m["values"].get(baseline, {}), m["values"].get(subject, {})
     if "median" not in a or "median" not in b or not a["median"]:
         return None
-    c = m["comparison"].get(subject)
+    first = report["variants"][0]["name"] == baseline
+    c = m["comparison"].get(subject) if first else (others or {}).get(metric)
     if c is not None and c["testable"]:
         counts = bool(c["significant"])
         how = (f"{report['mode']}, {len(a['run_medians'])}+{len(b['run_medians'])} runs, "
@@ -86,6 +87,19 @@ def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, 
         counts = abs(pct) > floor.of(metric) and _exact(m, report, (baseline, subject))
         how = _exact_how(m, report["mode"], len(b["run_medians"]))
     return Delta(arch, metric, m["label"], pct, direction if counts else "same", counts, how)
+
+
+def comparisons(report: dict[str, Any], metrics: Sequence[str], baseline: str,
+                subject: str) -> dict[str, dict[str, Any]]:
+    """Two variants of a report compared on some metrics as the report compares each variant
+    with its first one (the same test, the correction for many metrics over these)."""
+    pairs = {}
+    for m in report["metrics"]:
+        a, b = m["values"].get(baseline, {}), m["values"].get(subject, {})
+        if m["name"] in metrics and m["valid_in_mode"] and "run_medians" in a and "run_medians" in b:
+            pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
+    results = compare_all(pairs, deterministic=modes.get(report["mode"]).deterministic)
+    return {name: c.to_dict() for name, c in results.items()}
 
 
 def _exact(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> bool:
@@ -179,13 +193,17 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor:
 
 def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline: str, subject: str,
           floor: NoiseFloor) -> list[str]:
-    """The summary lines of a study: one per item (`says`, `metrics`, optional `subject`)."""
+    """The summary lines of a study: one per item (`says`, `metrics`, and optionally its
+    own `subject` and `against`, the variant it is compared with)."""
     out = []
     for item in items:
-        who = item.subject or subject
-        deltas = [d for arch, report in reports.items() for m in item.metrics
-                  if (d := metric_delta(report, arch, m, baseline, who, floor)) is not None]
-        out.append(line(item.says, deltas, who, baseline, floor))
+        who, base = item.subject or subject, item.against or baseline
+        deltas = []
+        for arch, report in reports.items():
+            others = None if report["variants"][0]["name"] == base else comparisons(report, item.metrics, base, who)
+            deltas += [d for m in item.metrics
+                       if (d := metric_delta(report, arch, m, base, who, floor, others)) is not None]
+        out.append(line(item.says, deltas, who, base, floor))
     return out
 
 

@@ -81,7 +81,8 @@ def header(study: dict[str, Any]) -> list[str]:
         lines.append(f"{arch}: runs per variant: {runs}")
         for v in report["variants"]:
             b = v["build"]
-            built = f"built with {b['compiler']}" if b else "not built"
+            built = (f"Debian's prebuilt {v['prebuilt']}" if v.get("prebuilt") else
+                     f"built with {b['compiler']}" if b else "not built")
             changes = "".join(f" + {c}" for c in v["fragments"] + v["options"])
             lines.append(f"  {v['name']}: {v['source']} ({v['source_version']}), base {v['base']}{changes}"
                          f", config {v['config_hash'][:12]}, {built}")
