@@ -328,3 +328,12 @@ def test_a_summary_line_may_compare_two_variants_other_than_the_baseline():
     item = study.SummaryItem("Compiler", ["proc.fork_exit"], subject="c", against="b")
     (line,) = conclusion.write([item], {"x86_64": report}, "a", "b", conclusion.NoiseFloor())
     assert line == "Compiler (c against b): fork + exit 20% better (x86_64 -20.0%, icount, 1 run, exact)"
+
+
+def test_a_variant_an_arch_cannot_build_is_left_out_there_and_said():
+    s = study.load("versions")
+    full = study.plan(s, None, None, None, False)
+    assert "v6.12-clang" in [v.name for v in full.experiment("x86_64").variants]
+    assert "v6.12-clang" not in [v.name for v in full.experiment("ppc32").variants]
+    assert full.left_out() == ["v6.12-clang on ppc32 (no clang kernel builds for ppc32)",
+                               "v6.12-clang on mpc885 (no clang kernel builds for mpc885)"]

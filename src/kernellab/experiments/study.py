@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import arches, datafile, modes, paths
+from .. import arches, datafile, modes, paths, prebuilt
 from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
@@ -111,10 +111,9 @@ class Study:
     def builds_needed(self, quick: bool = False) -> int:
         """Distinct kernels to build: variants that differ only in boot parameters share one,
         and build-only arches build too."""
-        variants = self.variants(quick)
-        kernels = {(v.source, v.base, tuple(v.fragments), tuple(v.options), getattr(v, "toolchain", ""))
-                   for v in variants}
-        return len(kernels) * len(self.arches(quick))
+        variants = [v for v in self.variants(quick) if not prebuilt.is_image(v.base)]   # Debian built those
+        return len({(a, v.source, v.base, tuple(v.fragments), tuple(v.options), v.toolchain)
+                    for a in self.arches(quick) for v in variants if _buildable(v, a)})
 
     def arches(self, quick: bool = False) -> list[str]:
         return list(self.file.quick.arches if quick else self.file.arches)
@@ -171,6 +170,10 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
             raise LabError(f"{origin}: [quick] arch {a!r} is not one of the study's arches")
     variant(f.baseline, "baseline")
     variant(f.subject, "subject")
+    for v in f.experiment.get("variant", []):
+        if v.get("name") in (f.baseline, f.subject) and v.get("toolchain", "gcc") != "gcc":
+            raise LabError(f"{origin}: the baseline and the subject build with GCC on every arch; "
+                           f"compare {v['name']} with `against` in a [[summary]]")
     for v in f.quick.variants:
         variant(v, "[quick] variants")
     if f.quick.variants and not {f.baseline, f.subject} <= set(f.quick.variants):
@@ -217,7 +220,7 @@ class StudyPlan:
             out.append("the split into code and configuration")
         if f.sweep is not None and not self.sweeps():
             out.append("the sweep that names the options responsible")
-        return out
+        return out + self.unbuildable()
 
     def sweeps(self) -> list[str]:
         """The arches the sweep runs on: the full form only."""
@@ -229,7 +232,17 @@ class StudyPlan:
     def experiment(self, arch: str) -> Experiment:
         # The baseline first: every delta of the report is against the first variant.
         chosen = sorted(self.study.variants(self.quick), key=lambda v: v.name != self.study.file.baseline)
-        return replace(self.study.experiment, variants=[replace(v, arch=arch) for v in chosen])
+        return replace(self.study.experiment, variants=[replace(v, arch=arch) for v in chosen
+                                                        if _buildable(v, arch)])
+
+    def unbuildable(self) -> list[str]:
+        """Variants an arch of this run cannot build (Clang where the kernel supports GCC only)."""
+        return [f"{v.name} on {a} (no {v.toolchain} kernel builds for {a})" for a in self.arches
+                for v in self.study.variants(self.quick) if not _buildable(v, a)]
+
+
+def _buildable(v: VariantSpec, arch: str) -> bool:
+    return v.toolchain != "clang" or arches.load(arch).llvm
 
 
 def plan(study: Study, arch: list[str] | None, mode: str | None, runs: int | None, quick: bool,
