@@ -7,7 +7,7 @@ from kernellab import modes
 from kernellab.agent.compile import agent_binary
 from kernellab.build import FIGURE_FIELDS, FIGURE_METRICS
 from kernellab.guest.records import RecordStream
-from kernellab.metrics.catalog import GROUPS, catalog, describe, from_source, sort_key
+from kernellab.metrics.catalog import GROUPS, catalog, describe, from_source, opt_in_groups, sort_key
 
 
 def test_every_entry_is_well_formed():
@@ -33,8 +33,11 @@ def test_uncatalogued_metrics_get_a_plain_description():
 
 
 def agent_metrics():
-    out = subprocess.run([str(agent_binary()), "--repeats", "1", "--target-us", "100", "--idle-ms", "10"],
-                         capture_output=True, text=True, timeout=120, env={"KL_ALLOC_CAP_MB": "8"}).stdout
+    # Every opt-in group too (--with), in short windows: the catalog lists them all.
+    groups = ",".join(sorted(opt_in_groups()))
+    out = subprocess.run([str(agent_binary()), "--repeats", "1", "--target-us", "100", "--idle-ms", "10",
+                          "--with", groups], capture_output=True, text=True, timeout=120,
+                         env={"KL_ALLOC_CAP_MB": "8", "KL_NET_MS": "20"}).stdout
     stream = RecordStream()
     for line in out.splitlines():
         stream.feed(line)

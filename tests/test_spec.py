@@ -63,9 +63,9 @@ def test_default_experiment_is_debug_cost():
     # A typo must not compare a kernel with itself: every unknown key is refused.
     ("[[variant]]\nname = 'a'\nbase = 'lab-minimal'\noptoins = ['CONFIG_HZ_1000=y']\n",
      r"variant #1: unknown key 'optoins' "
-     r"\(allowed: arch, base, boot_args, fragments, name, options, source, sysctls, toolchain, vcpus\)$"),
+     r"\(allowed: arch, base, boot_args, devices, fragments, fs, name, options, source, sysctls, toolchain, vcpus\)$"),
     ("mdoe = 'wall'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
-     r"e.toml: unknown key 'mdoe' \(allowed: arch, description, mode, name, runs, source, toolchain, variant\)$"),
+     r"e.toml: unknown key 'mdoe' \(allowed: arch, description, mode, name, runs, source, toolchain, variant, with\)$"),
     ("mode = 'cycles'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
      r"unknown mode 'cycles' \(modes: icount, wall\)$"),
     ("runs = '3'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",

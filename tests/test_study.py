@@ -337,3 +337,28 @@ def test_a_variant_an_arch_cannot_build_is_left_out_there_and_said():
     assert "v6.12-clang" not in [v.name for v in full.experiment("ppc32").variants]
     assert full.left_out() == ["v6.12-clang on ppc32 (no clang kernel builds for ppc32)",
                                "v6.12-clang on mpc885 (no clang kernel builds for mpc885)"]
+
+
+def test_a_saved_study_report_is_shown_again(lab, capsys):
+    report, _ = run_study(lab, capsys, study_file(lab), "--quick")
+    saved = lab.tmp / "study.json"
+    assert lab.main("show", str(saved), "--format", "markdown") == 0
+    text = capsys.readouterr().out
+    assert text.startswith("### Study fakestudy") and "#### Summary" in text and report["summary"][0] in text
+    assert lab.main("show", str(saved), "--format", "csv") == 2
+    assert "a study report renders as table, markdown, json, not csv" in capsys.readouterr().err
+    saved.write_text(json.dumps(dict(report, format_version=99)))
+    assert lab.main("show", str(saved)) == 2
+    assert "study report format 99; this kernellab reads 1" in capsys.readouterr().err
+
+
+def test_an_exact_change_within_the_spread_of_the_repeats_is_no_difference():
+    wide = _report("icount", {"a": 100.0, "b": 120.0})
+    wide["metrics"][0]["values"]["b"].update(q1=60.0, q3=180.0)   # ±50% within the run
+    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b",
+                               conclusion.NoiseFloor())
+    assert line.startswith("Forks (b against a): no difference in fork + exit")
+    wide["metrics"][0]["values"]["b"].update(median=300.0, run_medians=[300.0])
+    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b",
+                               conclusion.NoiseFloor())
+    assert "200% (3.0x) worse (x86_64 +200.0%, icount, 1 run, exact, repeats spread ±20%)" in line

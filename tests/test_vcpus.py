@@ -61,3 +61,18 @@ def test_a_compare_reports_the_vcpus_each_variant_ran_with(lab, capsys):
     assert "vcpus" not in a and b["vcpus"] == 2
     assert a["runs"][0]["target"]["details"]["vcpus"] == "1" and b["runs"][0]["target"]["details"]["vcpus"] == "2"
     assert a["build"]["key"] == b["build"]["key"]   # one kernel, two machines
+
+
+def test_an_opt_in_group_reaches_the_agent_and_the_run_key(lab, capsys):
+    assert lab.main("compare", "a=tinyconfig", "--with", "net", "--format", "json",
+                    "-o", str(lab.tmp / "r.json")) == 0
+    (run,) = lab.runs()
+    import sqlite3
+    command, key = sqlite3.connect(lab.store).execute("SELECT command, options_key FROM runs").fetchone()
+    assert "KL_WITH=net" in command and key.endswith("KL_WITH=net")
+    assert lab.main("compare", "a=tinyconfig", "--with", "nett") == 2
+    assert "--with: unknown metric group 'nett' to run too (groups: net)" in capsys.readouterr().err
+    exp = experiment_from_data({"with": ["net"], "variant": [{"name": "a", "base": "tinyconfig"}]}, "e.toml")
+    assert exp.with_groups == ["net"]
+    with pytest.raises(LabError, match="experiment e.toml: with: unknown metric group 'disk'"):
+        experiment_from_data({"with": ["disk"], "variant": [{"name": "a", "base": "tinyconfig"}]}, "e.toml")

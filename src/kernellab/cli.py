@@ -20,7 +20,15 @@ from .experiments import compare, lab, lava, study, sweep
 from .experiments.bisect import Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
-from .experiments.spec import DEFAULT_ARCH, DEFAULT_SOURCE, Experiment, VariantSpec, load_experiment, parse_short
+from .experiments.spec import (
+    DEFAULT_ARCH,
+    DEFAULT_SOURCE,
+    Experiment,
+    VariantSpec,
+    check_groups,
+    load_experiment,
+    parse_short,
+)
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
 from .report import attribution, auditreport, conclusion, configdiff, explanation, render, studyreport
@@ -56,6 +64,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for v in exp.variants:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
+    exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
     report, failures = compare.run_experiment(exp, store, how, log=_log)
@@ -284,6 +293,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
+    if isinstance(report, dict) and report.get("format") == studyreport.STUDY_FORMAT:
+        _output(studyreport.render(studyreport.check_readable(report, args.report, args.format), args.format),
+                args.output)
+        return 0
     _output(render(check_readable(report, args.report), args.format, args.all), args.output)
     return 0
 
@@ -437,6 +450,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--max-runs", type=_at_least_one, default=None,
                    help=f"cap on boots per variant in wall mode (default {wall.max_runs})")
     c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
+    c.add_argument("--with", dest="with_groups", action="append", metavar="GROUP",
+                   help="run an opt-in group of metrics too: net (a data server under load; seconds per boot)")
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung")
     target_opts(c)
@@ -511,7 +526,7 @@ def parser() -> argparse.ArgumentParser:
     format_opt(bi, "table", "json")
     variant_opts(bi)
 
-    sh = command("show", "render a saved JSON report (from compare --format json)", cmd_show)
+    sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)
     sh.add_argument("report")
     format_opt(sh, *REPORT_FORMATS)
     sh.add_argument("--all", action="store_true")

@@ -25,6 +25,7 @@ struct options {
 	long repeats;
 	long target_us;
 	const char *only;      /* comma-separated metric names; NULL means all */
+	const char *with;      /* comma-separated opt-in tables to run too (net) */
 	long idle_ms;
 	const char *block_dev; /* NULL: no scratch disk */
 	long block_mb;
@@ -77,9 +78,11 @@ struct metric {
 struct metric_table {
 	const struct metric *metric;
 	size_t count;
+	const char *with; /* opt-in: runs only when KL_WITH names it (or KL_ONLY its metrics) */
 };
 
-#define METRIC_TABLE(array) { array, sizeof(array) / sizeof((array)[0]) }
+#define METRIC_TABLE(array) { array, sizeof(array) / sizeof((array)[0]), NULL }
+#define OPT_IN_TABLE(array, word) { array, sizeof(array) / sizeof((array)[0]), word }
 
 /*
  * The groups' tables, by file (a file has several where its metrics are
@@ -96,7 +99,10 @@ extern const struct metric_table mem_alloc_metrics;     /* mem.c: mem.alloc_max 
 extern const struct metric_table crypto_metrics;        /* crypto.c: crypto.* */
 extern const struct metric_table irq_metrics;           /* irq.c: irq.* */
 extern const struct metric_table latency_metrics;       /* latency.c: lat.timer_* */
+extern const struct metric_table net_metrics;           /* net.c: net.* (opt-in: KL_WITH=net) */
 extern const struct metric_table blk_metrics;           /* blk.c: blk.* */
+extern const struct metric_table file_metrics;          /* file.c: file.* */
+extern const struct metric_table sysfs_metrics;         /* sysfs.c: sysfs.* (after meminfo) */
 
 /* Not a timed metric, but selectable with KL_ONLY like one. */
 #define MEMINFO "meminfo"

@@ -18,8 +18,9 @@
  * and, in PID-1 mode, key=module.NAME for each kernel module of the
  * initramfs: loaded or why not), then for each metric either one t=sample
  * per repeat or one t=na saying why it could not run, then one t=sample
- * per /proc/meminfo line, and last t=end records=<number of records before
- * it>.
+ * per /proc/meminfo line (before the last group, sysfs.*, whose walk of
+ * /sys fills the dentry and inode caches), and last t=end records=<number
+ * of records before it>.
  *
  * The suite is lmbench-class: system calls, signals, IPC latency and
  * bandwidth, context switches, file system, VM, memory bandwidth, AES in the
@@ -36,7 +37,9 @@
  *   pid1.c     mounts, console, loopback, scratch disk, modules, reboot
  *              (pid1.h)
  *   util.c     helpers the groups share: children, files, buffers (util.h)
- *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c latency.c blk.c
+ *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c latency.c net.c blk.c
+ *   file.c
+ *   sysfs.c
  *              the metric groups, each with its tables and its own state
  *              (ctx.* is in ipc.c: its hops are ipc.pipe_rtt's round trips)
  *
@@ -47,12 +50,18 @@
  *   KL_REPEATS       samples per metric (11; the slow metrics take at most 3)
  *   KL_TARGET_US     calibrate each sample to last about this long (2000)
  *   KL_ONLY          comma-separated metrics to run (all)
+ *   KL_WITH          opt-in groups to run too: net (a data server under load)
+ *   KL_NET_MS        net.*: length of one window of load (500)
  *   KL_IDLE_MS       irq.*: length of one idle window (1000)
  *   KL_BLOCK_DEV     blk.*: scratch disk, overwritten! (PID-1 mode: the first
  *                    /sys/block/vd*; local mode: none)
  *   KL_BLOCK_MB      blk.*: MiB moved per sample (32)
  *   KL_ALLOC_CAP_MB  mem.alloc_max: stop there (4096; local mode 64)
- * Local mode also accepts --repeats N --target-us N --only a,b --idle-ms N
+ *   KL_FS            file.*: PID-1 mode: the file system the host made on a
+ *                    disk of its own (ext4), mounted on /mnt/fs (file.c)
+ *   KL_FILE_DIR      file.*: local mode: the directory holding tst.dd
+ *   KL_FILE_MB       file.*: MiB moved per sample (the whole file)
+ * Local mode also accepts --repeats N --target-us N --only a,b --with net --idle-ms N
  * --block-dev PATH, which override the environment.
  */
 #define _GNU_SOURCE
@@ -66,6 +75,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "harness.h"
 #include "pid1.h"
 #include "record.h"
@@ -74,7 +84,7 @@
 #define MAX_TARGET_US 10000000L
 #define MAX_IDLE_MS 60000L
 #define MAX_BLOCK_MB 65536L
-#define USAGE "usage: agent [--repeats N] [--target-us N] [--only a,b] [--idle-ms N] [--block-dev PATH]"
+#define USAGE "usage: agent [--repeats N] [--target-us N] [--only a,b] [--with net] [--idle-ms N] [--block-dev PATH]"
 
 #define ALLOC_CAP_MB 4096L     /* mem.alloc_max: stop there so big machines finish */
 #define LOCAL_ALLOC_CAP_MB 64L /* ... and in local mode, where the memory is the host's */
@@ -94,8 +104,11 @@ static const struct metric_table *const suite[] = {
 	&crypto_metrics,
 	&irq_metrics,
 	&latency_metrics,
+	&net_metrics,
 	&mem_alloc_metrics,
 	&blk_metrics,
+	&file_metrics,
+	&sysfs_metrics, /* last, after meminfo: see run_suite */
 };
 
 #define SUITE_TABLES (sizeof(suite) / sizeof(suite[0]))
@@ -150,6 +163,12 @@ static void report_clocksource(void)
 	emit("t=meta key=clocksource value=%s", sanitize(name));
 }
 
+/* An opt-in table runs when KL_WITH names it, or when KL_ONLY picks its metrics. */
+static bool table_runs(const struct metric_table *t, const struct options *o)
+{
+	return !t->with || o->only || (o->with && selected(o->with, t->with));
+}
+
 static void run_suite(const struct options *o, const char *workdir)
 {
 	struct utsname u;
@@ -167,16 +186,19 @@ static void run_suite(const struct options *o, const char *workdir)
 	     (long long)res.tv_sec * 1000000000 + res.tv_nsec, o->repeats, o->target_us,
 	     o->idle_ms, sanitize(block_dev), o->block_mb);
 	report_modules();
+	report_file_system();
 	report_unknown_names(o->only, suite, SUITE_TABLES);
 	report_clocksource();
 	measure_overheads();
 
-	for (size_t t = 0; t < SUITE_TABLES; t++)
+	for (size_t t = 0; t < SUITE_TABLES; t++) {
+		/* Before the walk of /sys brings its directories into Slab. */
+		if (suite[t] == &sysfs_metrics && selected(o->only, MEMINFO))
+			report_meminfo();
 		for (size_t i = 0; i < suite[t]->count; i++)
-			if (wanted(o->only, &suite[t]->metric[i]))
+			if (table_runs(suite[t], o) && wanted(o->only, &suite[t]->metric[i]))
 				run_metric(&suite[t]->metric[i], o, workdir);
-	if (selected(o->only, MEMINFO))
-		report_meminfo();
+	}
 
 	emit("t=end records=%lu", records_emitted());
 }
@@ -203,6 +225,8 @@ static void options_from_env(struct options *o)
 		o->target_us = parse_long("KL_TARGET_US", v, MAX_TARGET_US);
 	if ((v = getenv("KL_ONLY")) && *v)
 		o->only = v;
+	if ((v = getenv("KL_WITH")) && *v)
+		o->with = v;
 	if ((v = getenv("KL_IDLE_MS")))
 		o->idle_ms = parse_long("KL_IDLE_MS", v, MAX_IDLE_MS);
 	if ((v = getenv("KL_BLOCK_DEV")) && *v)
@@ -226,6 +250,8 @@ static void options_from_argv(struct options *o, int argc, char **argv)
 			o->target_us = parse_long(opt, val, MAX_TARGET_US);
 		else if (strcmp(opt, "--only") == 0)
 			o->only = *val ? val : NULL;
+		else if (strcmp(opt, "--with") == 0)
+			o->with = *val ? val : NULL;
 		else if (strcmp(opt, "--idle-ms") == 0)
 			o->idle_ms = parse_long(opt, val, MAX_IDLE_MS);
 		else if (strcmp(opt, "--block-dev") == 0)
@@ -264,10 +290,12 @@ int main(int argc, char **argv)
 		options_from_env(&o);
 		if (!o.block_dev)
 			o.block_dev = find_scratch_disk();
+		file_setup(); /* KL_FS: mounts the file system the host made */
 	} else {
 		o.alloc_cap_mb = LOCAL_ALLOC_CAP_MB;
 		options_from_env(&o);
 		options_from_argv(&o, argc, argv); /* flags override the environment */
+		file_setup(); /* KL_FILE_DIR */
 		workdir = mkdtemp(local_workdir);
 		if (!workdir)
 			die("mkdtemp %s: %s", local_workdir, strerror(errno));

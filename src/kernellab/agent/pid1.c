@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "pid1.h"
 #include "record.h"
 
@@ -118,12 +120,14 @@ static void bring_up_loopback(void)
 }
 
 /*
- * PID-1 mode's scratch disk: the first virtio disk, which the host attaches
- * for nothing else (the root file system is the initramfs).
+ * PID-1 mode's disks, both virtio: the scratch disk, which the host attaches
+ * for nothing else (the root file system is the initramfs), and with the fs:
+ * axis a second one holding a file system the host made (file.c).  Told apart
+ * by content, not name: virtio disks are named in the machine's probe order.
+ * The first (by name) of the kind asked for, in buf, or NULL.
  */
-const char *find_scratch_disk(void)
+static const char *find_disk(bool file_system, char *buf, size_t size)
 {
-	static char path[16 + NAME_MAX];
 	char first[NAME_MAX + 1] = "";
 	DIR *dir = opendir("/sys/block");
 	struct dirent *e;
@@ -133,17 +137,36 @@ const char *find_scratch_disk(void)
 		return NULL;
 	}
 	errno = 0;
-	while ((e = readdir(dir)))
-		if (strncmp(e->d_name, "vd", 2) == 0 && (!first[0] || strcmp(e->d_name, first) < 0))
+	while ((e = readdir(dir))) {
+		if (strncmp(e->d_name, "vd", 2) != 0 || (first[0] && strcmp(e->d_name, first) >= 0))
+			continue;
+		snprintf(buf, size, "/dev/%s", e->d_name);
+		if (holds_file_system(buf) == file_system)
 			snprintf(first, sizeof(first), "%s", e->d_name);
+		errno = 0;
+	}
 	if (errno)
 		warn("readdir /sys/block: %s", strerror(errno));
 	if (closedir(dir) < 0)
 		warn("closedir /sys/block: %s", strerror(errno));
 	if (!first[0])
 		return NULL;
-	snprintf(path, sizeof(path), "/dev/%s", first);
-	return path;
+	snprintf(buf, size, "/dev/%s", first);
+	return buf;
+}
+
+const char *find_scratch_disk(void)
+{
+	static char path[16 + NAME_MAX];
+
+	return find_disk(false, path, sizeof(path));
+}
+
+const char *find_file_system_disk(void)
+{
+	static char path[16 + NAME_MAX];
+
+	return find_disk(true, path, sizeof(path));
 }
 
 const char *init_system(void)

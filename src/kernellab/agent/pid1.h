@@ -18,6 +18,8 @@ void load_modules(void);
 void report_modules(void);
 /* PID-1 mode's scratch disk, or NULL. */
 const char *find_scratch_disk(void);
+/* PID-1 mode's disk holding a file system the host made (the fs: axis), or NULL. */
+const char *find_file_system_disk(void);
 /*
  * Writes text to an existing file, such as a /proc setting.  Returns 0, or
  * -1 after warning, so callers that carry on regardless may ignore it.

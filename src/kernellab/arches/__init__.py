@@ -28,6 +28,9 @@ class QemuProfile:
     icount_args: tuple[str, ...] | None = None
     # Kernel arguments this machine needs besides console= (e.g. an early console).
     kernel_args: str = ""
+    # The cheap device a variant's devices:N adds N of (-device KIND each); empty: the
+    # machine has no room for hundreds of devices, and devices:N is refused.
+    extra_device: str = ""
 
 
 @dataclass(frozen=True)

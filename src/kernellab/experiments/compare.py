@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import modes
+from .. import arches, modes
 from ..arches import BUILD_ONLY_NOTE
 from ..build import Build
 from ..errors import LabError
@@ -20,8 +20,8 @@ from ..metrics.catalog import describe
 from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store
-from ..targets import Target
-from ..targets.qemu import QemuTarget
+from ..targets import Target, fsimage
+from ..targets.qemu import QemuTarget, extra_device_args
 from ..targets.running import RunningTarget
 from . import lab
 from .placement import Placement
@@ -64,9 +64,16 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
         raise LabError(f"{', '.join(crowded)}: more vCPUs than this host's {cores} cores: in {how.name} mode the "
                        "figures would measure the host's oversubscription, not the guest; use --mode icount "
                        "or at most {cores} vcpus".replace("{cores}", str(cores)))
+    on_disk = [f"{v.name} (fs:{v.fs})" for v in exp.variants if v.fs]
+    if on_disk and how.deterministic:
+        raise LabError(f"{', '.join(on_disk)}: a file system on a disk needs --mode wall: {fsimage.WALL_ONLY}")
+    for v in exp.variants:   # devices:N on an arch with no extra_device: refused before any build
+        if v.devices:
+            extra_device_args(arches.load(v.arch), v.devices, v.name)
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
-    options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls)
+    options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls,
+                             with_groups=tuple(exp.with_groups))
     if placement is None:
         return Plan(how.name, min_runs, cap, options)
     return Plan(how.name, min_runs, cap, options, machine=placement.machine,
@@ -186,7 +193,8 @@ def _target(how: Plan, r: VariantRecord) -> Target:
     if how.target is not None:
         # A prebuilt image is given as a build: the placement boots a kernel image either way.
         return how.target(r.prepared, lab.bootable(r.prepared, r.build))
-    return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus)
+    return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus,
+                      devices=r.prepared.spec.devices, fs=r.prepared.spec.fs)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

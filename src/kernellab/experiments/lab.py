@@ -32,7 +32,7 @@ from ..initramfs import agent_initramfs
 from ..metrics.catalog import describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Console, Target
+from ..targets import Console, Target, fsimage
 from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB, QemuTarget
 from ..targets.running import RunningTarget
@@ -163,19 +163,26 @@ class RunOptions:
     repeats: int | None = None     # the agent's repeats per metric (None: its default)
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
     scratch_mib: int = SCRATCH_MIB  # wall mode only
+    with_groups: tuple[str, ...] = ()   # opt-in metric groups the agent runs too (KL_WITH)
 
     def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
         vcpus = f" vcpus={spec.vcpus}" if spec.vcpus is not None else ""
-        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}"
+        devices = f" devices={spec.devices}" if spec.devices else ""   # devices:0 boots as no devices:
+        fs = f" fs={spec.fs}" if spec.fs else ""   # the block size is not on the command line
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}{devices}{fs}"
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
+        if spec.fs:
+            words.append(fsimage.parse(spec.fs).kernel_word)   # KL_FS=ext4: the agent mounts it
         if self.initcalls:
             # initcall_debug reports at KERN_DEBUG: raise the console level to show it.
             words.append("initcall_debug loglevel=8")
         if self.repeats:
             words.append(f"KL_REPEATS={self.repeats}")
+        if self.with_groups:
+            words.append(f"KL_WITH={','.join(self.with_groups)}")
         return " ".join(w for w in words if w)
 
 
@@ -249,6 +256,8 @@ class _StoreSink:
             reason = f"needs root ({reason})"
         elif reason == "no_scratch_disk" and self.agent == "program":
             reason = "needs --block-dir DIR: kernellab writes no device, only a file in a directory you name"
+        elif reason == "no_file_system":
+            reason = "no file system to measure on: give the variant fs:ext4-4k (or ext4-64k), in wall mode"
         elif reason == "reached_KL_ALLOC_CAP_MB":
             reason = ("stopped at its cap, KL_ALLOC_CAP_MB (64 MiB on a real machine, which kernellab does not "
                       "push into reclaim): a lower bound, not a measurement")
@@ -287,7 +296,8 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
-    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus)
+    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus, devices=p.spec.devices,
+                                  fs=p.spec.fs)
     initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "

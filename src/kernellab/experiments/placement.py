@@ -91,6 +91,12 @@ class Placement:
                 raise LabError(f"variant {spec.name}: vcpus:{spec.vcpus} is a QEMU machine's setting; a real machine "
                                "runs with the CPUs it has (use the kernel's maxcpus=N, boot:maxcpus=N, on a kexec'd "
                                "variant)")
+            if spec.fs:
+                raise LabError(f"variant {spec.name}: fs:{spec.fs} is a disk image QEMU attaches; a real machine "
+                               "has the disks it has (leave fs: out)")
+            if spec.devices:
+                raise LabError(f"variant {spec.name}: devices:{spec.devices} adds devices to a QEMU machine; a real "
+                               "machine has the devices it has (leave devices: out)")
 
     def target(self, p: Prepared, build: Build | None, options: RunOptions) -> Target:
         if self.kexec is not None:
@@ -112,7 +118,8 @@ class Placement:
             if choice.why:
                 self.log(choice.why)
             accel = self._accels[p.profile.name] = choice.accel
-        return QemuTarget(p.profile, options.scratch_mib, accel, vcpus=p.spec.vcpus)
+        return QemuTarget(p.profile, options.scratch_mib, accel, vcpus=p.spec.vcpus, devices=p.spec.devices,
+                          fs=p.spec.fs)
 
     @staticmethod
     def _check_kexec_variant(p: Prepared, kexec: KexecTarget) -> None:

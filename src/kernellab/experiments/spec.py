@@ -10,6 +10,11 @@ Short syntax:  NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE+cc:TOOLCH
             resolves and of the build key, so a clang variant never shares a gcc build
   vcpus:N   boot with N virtual CPUs (default: the arch profile's machine, one); part of
             the runs' key, not of the build
+  devices:N boot with N extra devices of the arch profile's cheap kind ([qemu] extra_device,
+            virtio-rng-ccw on s390x): part of the runs' key, not of the build
+  fs:NAME   the scratch disk's file system, made on the host: ext4-4k, ext4-64k (ext4 with
+            that block size, holding a 1 GiB file for the file.* metrics); wall mode only;
+            part of the runs' key, not of the build
 The boot parameters and sysctls are part of the variant's identity and of its runs' key:
 two variants with one config and different parameters share a build, never a run.
 """
@@ -26,10 +31,12 @@ from .. import datafile, modes
 from .. import toolchain as toolchains
 from ..config.dotconfig import Setting, parse_line, parse_settings
 from ..errors import LabError
+from ..targets import fsimage
 
 DEFAULT_SOURCE = "debian:6.1"
 DEFAULT_ARCH = "x86_64"
 MAX_VCPUS = 64
+MAX_DEVICES = 4096   # devices:N, extra devices on the QEMU command line
 
 
 @dataclass
@@ -44,10 +51,19 @@ class VariantSpec:
     sysctls: dict[str, str] = field(default_factory=dict)
     toolchain: str = toolchains.DEFAULT   # "gcc" or "clang"
     vcpus: int | None = None              # None: the arch profile's machine (-smp 1)
+    devices: int | None = None            # extra devices of the profile's extra_device; None: 0
+    fs: str | None = None                 # the scratch disk's file system (ext4-4k); None: a raw disk
 
     def __post_init__(self) -> None:
         if self.vcpus is not None and not 1 <= self.vcpus <= MAX_VCPUS:
             raise LabError(f"variant {self.name!r}: vcpus must be 1 to {MAX_VCPUS}, got {self.vcpus}")
+        if self.devices is not None and not 0 <= self.devices <= MAX_DEVICES:
+            raise LabError(f"variant {self.name!r}: devices must be 0 to {MAX_DEVICES}, got {self.devices}")
+        if self.fs is not None:
+            try:
+                fsimage.parse(self.fs)
+            except LabError as exc:
+                raise LabError(f"variant {self.name!r}: {exc}") from None
         if self.toolchain not in toolchains.TOOLCHAINS:
             raise LabError(f"variant {self.name!r}: unknown toolchain {self.toolchain!r}: use one of "
                            f"{', '.join(toolchains.TOOLCHAINS)}")
@@ -83,7 +99,7 @@ class VariantSpec:
         return {"name": self.name, "base": self.base, "fragments": self.fragments,
                 "options": self.options, "source": self.source, "arch": self.arch,
                 "boot_args": self.boot_args, "sysctls": self.sysctls, "toolchain": self.toolchain,
-                "vcpus": self.vcpus}
+                "vcpus": self.vcpus, "devices": self.devices, **({"fs": self.fs} if self.fs else {})}
 
 
 _SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
@@ -96,6 +112,8 @@ class Experiment:
     mode: str | None = None        # None: the target's default (icount on QEMU TCG, else wall)
     runs: int | None = None        # None: the mode's default
     description: str = ""
+    # Opt-in groups of metrics the agent runs too (the catalog's opt_in: "net").
+    with_groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -111,6 +129,8 @@ class _VariantTable:
     sysctls: dict[str, str] = field(default_factory=dict)
     toolchain: str | None = None
     vcpus: int | None = None
+    devices: int | None = None
+    fs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +143,17 @@ class _ExperimentFile:
     toolchain: str = toolchains.DEFAULT
     mode: str | None = None
     runs: int | None = None
+    with_: list[str] = field(default_factory=list)
+
+
+def check_groups(groups: list[str], where: str) -> list[str]:
+    """Opt-in metric groups the catalog knows, or a one-line error listing them."""
+    from ..metrics.catalog import opt_in_groups
+    known = opt_in_groups()
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        raise LabError(f"{where}: unknown metric group {unknown[0]!r} to run too (groups: {', '.join(sorted(known))})")
+    return groups
 
 
 def _fragment_text(fragment: str) -> tuple[str, str]:
@@ -153,7 +184,8 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
         raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE"
                        "+cc:clang")
     base, fragments, options, boot_args, sysctls = parts[0], [], [], [], {}
-    toolchain, vcpus = toolchains.DEFAULT, None
+    toolchain, vcpus, devices = toolchains.DEFAULT, None, None
+    fs: str | None = None
     for part in parts[1:]:
         if part.startswith("CONFIG_"):
             options.append(part)
@@ -171,9 +203,17 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
             if not count.isdigit():
                 raise LabError(f"bad variant {text!r}: {part!r} needs a number of virtual CPUs (vcpus:2)")
             vcpus = int(count)
+        elif part.startswith("devices:"):
+            count = part.removeprefix("devices:")
+            if not count.isdigit():
+                raise LabError(f"bad variant {text!r}: {part!r} needs a number of extra devices (devices:100)")
+            devices = int(count)
+        elif part.startswith("fs:"):
+            fs = part.removeprefix("fs:")
         else:
             fragments.append(part)
-    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain, vcpus)
+    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain, vcpus,
+                       devices=devices, fs=fs)
 
 
 def load_experiment(path: Path | None) -> Experiment:
@@ -198,6 +238,7 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
         raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
     variants = [VariantSpec(v.name, v.base, v.fragments, v.options, v.source or exp.source,
                             v.arch or exp.arch, v.boot_args, v.sysctls, v.toolchain or exp.toolchain,
-                            v.vcpus)
+                            v.vcpus, devices=v.devices, fs=v.fs)
                 for v in exp.variant]
-    return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description)
+    return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description,
+                      check_groups(exp.with_, f"experiment {origin}: with"))

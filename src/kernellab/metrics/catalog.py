@@ -11,7 +11,7 @@ from .. import datafile, modes
 
 # Table sections, in the order a report shows them.
 GROUPS = ("build", "size", "boot", "initcalls", "memory", "syscalls", "processes", "ipc",
-          "filesystem", "memory-runtime", "crypto", "timer", "block", "other")
+          "filesystem", "memory-runtime", "crypto", "timer", "network", "block", "other")
 
 Source = Literal["agent", "console", "build"]
 
@@ -27,6 +27,7 @@ class Metric:
     source: Source
     modes: tuple[str, ...] = modes.NAMES
     needs: tuple[str, ...] = ()
+    opt_in: str = ""     # the agent runs it only when asked for this group (KL_WITH): "net"
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS:
@@ -63,6 +64,11 @@ def describe(name: str, unit: str) -> Metric:
         return Metric(name, name, unit, "lower", "memory", "count", "console")
     group = "memory" if name.startswith("meminfo.") else "other"
     return Metric(name, name, unit, "lower", group, "count" if group == "memory" else "guest", "agent")
+
+
+def opt_in_groups() -> frozenset[str]:
+    """The groups of metrics the agent runs only when asked (`with = [...]`, --with)."""
+    return frozenset(m.opt_in for m in catalog().values() if m.opt_in)
 
 
 def from_source(source: Source) -> frozenset[str]:

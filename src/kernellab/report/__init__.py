@@ -90,6 +90,10 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
         if v.get("vcpus"):
             boot.append(f"{v['vcpus']} vCPUs")
+        if v.get("fs"):
+            boot.append(f"scratch file system {v['fs']}")
+        if v.get("devices"):
+            boot.append(f"{v['devices']} extra devices")
         if boot:
             lines.append(f"  boot parameters and sysctls: {' '.join(boot)}")
         if v.get("note"):

@@ -5,8 +5,10 @@ catalog's direction, and how each figure was obtained.
 
 What counts as a difference: in a deterministic mode (icount) the delta is exact, and it
 counts when it is larger than the metric's noise floor (the change that code which never
-runs on the metric's path causes through memory layout; zero until measured); in wall
-mode only a change the statistics call significant counts. Anything else is said to be
+runs on the metric's path causes through memory layout; zero until measured) and than
+the spread of the repeats within the run (a path that takes two lengths at random is
+reproducible but unsettled); in wall mode only a change the statistics call significant
+counts. Anything else is said to be
 no difference, never given a direction.
 """
 
@@ -84,8 +86,14 @@ def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, 
     else:
         pct = 100 * (b["median"] - a["median"]) / a["median"]
         direction = "same" if pct == 0 else ("worse" if (pct > 0) == (m["better"] == "lower") else "better")
-        counts = abs(pct) > floor.of(metric) and _exact(m, report, (baseline, subject))
+        spread = max(_spread(a), _spread(b))
+        counts = abs(pct) > max(floor.of(metric), spread) and _exact(m, report, (baseline, subject))
         how = _exact_how(m, report["mode"], len(b["run_medians"]))
+        if spread >= 1:
+            # The repeats of one run disagree (a bimodal path: two layouts, a timer that
+            # sometimes fires): the median is reproducible, yet a change smaller than that
+            # spread is not an effect.
+            how += f", repeats spread ±{spread:.0f}%"
     return Delta(arch, metric, m["label"], pct, direction if counts else "same", counts, how)
 
 
@@ -100,6 +108,13 @@ def comparisons(report: dict[str, Any], metrics: Sequence[str], baseline: str,
             pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
     results = compare_all(pairs, deterministic=modes.get(report["mode"]).deterministic)
     return {name: c.to_dict() for name, c in results.items()}
+
+
+def _spread(cell: dict[str, Any]) -> float:
+    """Half the interquartile range of a cell's samples, in % of its median."""
+    if cell.get("q1") is None or not cell.get("median"):
+        return 0.0
+    return float(50 * (cell["q3"] - cell["q1"]) / abs(cell["median"]))
 
 
 def _exact(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> bool:

@@ -178,6 +178,8 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
             "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,
             "options": p.spec.options, "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls,
             **({"vcpus": p.spec.vcpus} if p.spec.vcpus is not None else {}),
+            **({"fs": p.spec.fs} if p.spec.fs else {}),
+            **({"devices": p.spec.devices} if p.spec.devices is not None else {}),
             **({"prebuilt": p.image.identity} if p.image is not None else {}),
             "config_hash": p.config.hash, "dropped_options": p.config.dropped,
             "build": r.build.to_dict() if r.build is not None else None, "build_only": p.profile.build_only,

@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import lifecycle
-from . import conclusion, fmt_cell, fmt_delta, fmt_value
+from ..errors import LabError
+from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice
 
 STUDY_FORMAT = "kernellab-study"
 STUDY_FORMAT_VERSION = 1
@@ -42,6 +43,7 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
         "support": _support(reports),
         "tables": [{"title": t.title, "metrics": t.metrics} for t in f.table],
         "decomposition": splits, "sweeps": result.sweeps,
+        "per_device": perdevice.rows(reports),   # variants that differ only in devices:N
         "summary": lines, "failures": result.failures, "reports": reports,
     }
 
@@ -54,6 +56,16 @@ def _support(reports: dict[str, dict[str, Any]]) -> list[str]:
 
 def _table_metrics(f: Any) -> list[str]:
     return list(dict.fromkeys(m for t in f.table for m in t.metrics))
+
+
+def check_readable(study: dict[str, Any], origin: str, fmt: str) -> dict[str, Any]:
+    """A study report this kernellab renders, in a format it has, or a one-line LabError."""
+    if study.get("format_version") != STUDY_FORMAT_VERSION:
+        raise LabError(f"{origin} is study report format {study.get('format_version')}; this kernellab reads "
+                       f"{STUDY_FORMAT_VERSION}: run the study again (its builds and runs are in the store)")
+    if fmt not in FORMATS:
+        raise LabError(f"a study report renders as {', '.join(FORMATS)}, not {fmt}")
+    return study
 
 
 def render(study: dict[str, Any], fmt: str) -> str:
@@ -168,6 +180,13 @@ def _terminal(study: dict[str, Any]) -> str:
             for row in _split_rows(split):
                 table.add_row(*row)
             console.print(table)
+        if study.get("per_device"):   # perdevice.py
+            table = Table(title=perdevice.TITLE, title_justify="left")
+            for col in perdevice.HEAD:
+                table.add_column(col, justify="left" if col in ("metric", "arch", "unit", "variant") else "right")
+            for row in perdevice.table_rows(study["per_device"]):
+                table.add_row(*row)
+            console.print(table)
         for line in _sweep_lines(study):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("Summary", style="bold")
@@ -191,6 +210,9 @@ def _markdown(study: dict[str, Any]) -> str:
                            section_rows(study, t["metrics"])) + [""]
     for split in study["decomposition"]:
         lines += [f"#### {_split_title(split)}", ""] + _md_table(_split_head(split), _split_rows(split)) + [""]
+    if study.get("per_device"):   # perdevice.py
+        lines += [f"#### {perdevice.TITLE}", ""]
+        lines += _md_table(perdevice.HEAD, perdevice.table_rows(study["per_device"])) + [""]
     sweep = _sweep_lines(study)
     if sweep:
         lines += ["```", *sweep, "```", ""]

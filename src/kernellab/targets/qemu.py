@@ -23,7 +23,7 @@ from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..proc import require_tool
-from . import Capabilities, TargetInfo
+from . import Capabilities, TargetInfo, fsimage
 from .stream import ProcessConsole
 
 # The default; a profile whose machine needs other arguments says so (icount_args).
@@ -41,11 +41,15 @@ class QemuTarget:
     name = "qemu"
 
     def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg",
-                 vcpus: int | None = None):
+                 vcpus: int | None = None, devices: int | None = None, fs: str | None = None):
         self.profile = profile
         self.machine = profile.require_machine()
         self.vcpus = vcpus   # None: the machine's own -smp
+        self.devices = devices or 0   # extra devices of the profile's extra_device (devices:N)
+        self._device_args = extra_device_args(profile, self.devices)
         self.scratch_mib = scratch_mib
+        # fs:ext4-4k: a second disk, holding a file system made on the host (targets.fsimage).
+        self.fs = fsimage.parse(fs) if fs else None
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
         self.capabilities = Capabilities(boots_kernels=True, measures_running=False,
                                          deterministic=accel == "tcg")
@@ -57,12 +61,16 @@ class QemuTarget:
                    "cpu": _arg_after(args, "-cpu") or "the machine's default",
                    "vcpus": _arg_after(args, "-smp") or "1",
                    "emulator": qemu_version(self.machine.binary)}
+        if self.devices:
+            details["extra_devices"] = f"{self.devices} {self.machine.extra_device}"
+        if self.fs is not None:
+            details["file_system"] = f"{self.fs.name}: {self.fs.describe()}"
         if self.accel == "kvm":
             return TargetInfo("KVM guest", details, KVM_TIMING)
         return TargetInfo(f"QEMU TCG {mode}", details, modes.get(mode).note)
 
     def command(self, kernel: Path, initramfs: Path | None, cmdline: str, mode: str,
-                scratch: Path | None = None) -> list[str]:
+                scratch: Path | None = None, fs_image: Path | None = None) -> list[str]:
         modes.get(mode)
         machine = self.machine
         words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
@@ -72,8 +80,11 @@ class QemuTarget:
                 "-no-reboot", "-kernel", str(kernel), "-append", " ".join(w for w in words if w)]
         if initramfs is not None:
             argv += ["-initrd", str(initramfs)]
+        argv += self._device_args
         if scratch is not None:
             argv += [a.replace("{path}", str(scratch)) for a in machine.disk_args]
+        if fs_image is not None:
+            argv += fsimage.drive_args(machine.disk_args, fs_image)
         if mode == "icount":
             argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
         return argv
@@ -101,11 +112,37 @@ class QemuTarget:
             scratch = None
             if self.scratch_mib and not modes.get(mode).deterministic and self.machine.disk_args:
                 scratch = scratch_disk(Path(tmp), self.scratch_mib)
-            console = ProcessConsole(self.command(kernel, agent, cmdline, mode, scratch), timeout_s)
+            fs_image = self._fs_image(mode)
+            console = ProcessConsole(self.command(kernel, agent, cmdline, mode, scratch, fs_image), timeout_s)
             try:
                 yield console
             finally:
                 console.close()
+
+
+    def _fs_image(self, mode: str) -> Path | None:
+        """The fs: axis's image, made once and cached; wall mode only, as the scratch disk."""
+        if self.fs is None:
+            return None
+        if modes.get(mode).deterministic:
+            raise LabError(f"fs:{self.fs.name} needs --mode wall: {fsimage.WALL_ONLY}")
+        if not self.machine.disk_args:
+            raise LabError(f"fs:{self.fs.name}: the {self.profile.name} machine has no virtio disk to hold it; "
+                           "leave fs: out")
+        return fsimage.image(self.fs)
+
+
+def extra_device_args(profile: ArchProfile, count: int, variant: str = "") -> list[str]:
+    """`-device KIND` `count` times, KIND the profile's extra_device; a one-line refusal
+    where the profile has none (checked before any build: experiments.compare.plan)."""
+    if not count:
+        return []
+    kind = profile.qemu.extra_device if profile.qemu is not None else ""
+    if not kind:
+        who = f"variant {variant}: " if variant else ""
+        raise LabError(f"{who}devices:{count} is not available on {profile.name}: its arch profile names no "
+                       "extra_device in [qemu] (a machine with room for that many devices); leave devices: out")
+    return ["-device", kind] * count
 
 
 def scratch_disk(directory: Path, mib: int) -> Path:

@@ -1,0 +1,18 @@
+/* file.*: sequential I/O on a file of a file system the host made (file.c). */
+#ifndef KL_FILE_H
+#define KL_FILE_H
+
+#include <stdbool.h>
+
+/*
+ * Reads KL_FILE_MB, then in PID-1 mode mounts the file system KL_FS names
+ * (the disk find_file_system_disk() finds), in local mode takes KL_FILE_DIR.
+ * Whatever fails, the file.* metrics say why.
+ */
+void file_setup(void);
+/* After t=hello: t=meta key=file_system value=TYPE,DEVICE,block_BYTES if one is mounted. */
+void report_file_system(void);
+/* Whether the disk (a device node or a file) holds an ext4 file system. */
+bool holds_file_system(const char *dev);
+
+#endif
