@@ -14,6 +14,7 @@ import pytest
 from kernellab.errors import LabError
 from kernellab.experiments import study
 from kernellab.report import conclusion
+from test_fake_lab import _join_compare_threads
 
 FAST_SLOW = """
 name = "fakestudy"
@@ -143,6 +144,32 @@ options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
         "fast": 1, "slow": 1, "slow-code-fast-config": 1, "big-bss": 1}
     run_study(lab, capsys, path)
     assert len(lab.runs()) == 3
+
+
+def test_an_interrupted_study_resumes_with_what_it_had_measured(lab, capsys, monkeypatch):
+    """Killed (SIGTERM) while booting the one variant the quick form had not measured: the
+    run is marked, and the study run again boots only that variant."""
+    more = FAST_SLOW.replace("[[table]]", """[[experiment.variant]]
+name = "big-bss"
+base = "tinyconfig"
+options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
+
+[[table]]""", 1)
+    path = study_file(lab, text=more)
+    run_study(lab, capsys, path, "--quick")
+    monkeypatch.setenv("FAKE_QEMU_SIGNAL_PARENT", "TERM:4")
+    try:
+        assert lab.main("study", "run", str(path)) == 130
+    finally:
+        _join_compare_threads()
+    assert "every sample measured so far is in the store" in capsys.readouterr().err
+    monkeypatch.delenv("FAKE_QEMU_SIGNAL_PARENT")
+    assert [(r["name"], r["status"]) for r in lab.runs()][2:] == [("big-bss", "interrupted")]
+    report, err = run_study(lab, capsys, path)
+    assert sorted((r["name"], r["status"]) for r in lab.runs()) == [
+        ("big-bss", "interrupted"), ("big-bss", "ok"), ("fast", "ok"), ("slow", "ok")]
+    assert report["reports"]["x86_64"]["runs_per_variant"]["big-bss"] == 1
+    assert err.count("taken from the store") == 3
 
 
 def test_the_quick_form_says_what_it_leaves_out(lab, capsys):
