@@ -389,3 +389,20 @@ def test_an_exact_change_within_the_spread_of_the_repeats_is_no_difference():
     (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b",
                                conclusion.NoiseFloor())
     assert "200% (3.0x) worse (x86_64 +200.0%, icount, 1 run, exact, repeats spread ±20%)" in line
+
+
+def test_an_arch_that_cannot_build_fails_alone_and_the_report_says_so(lab, capsys):
+    broken = FAST_SLOW.replace('options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]',
+                               'options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y", "CONFIG_FAKE_BROKEN=y"]')
+    report, err = run_study(lab, capsys, study_file(lab, text=broken), "--quick", expect=1)
+    assert report["reports"] == {} and len(report["failures"]) == 1
+    assert report["failures"][0].startswith("x86_64: build failed:")
+    assert "kernellab: error: x86_64: build failed:" in err and "Traceback" not in err
+    assert report["summary"][0].startswith("System calls (slow against fast): not measured")
+
+
+def test_a_study_report_says_how_long_it_took_and_what_it_built(lab, capsys):
+    report, _ = run_study(lab, capsys, study_file(lab), "--quick")
+    assert report["builds"] == 2 and report["wall_s"] > 0
+    again, _ = run_study(lab, capsys, study_file(lab), "--quick")
+    assert again["builds"] == 0

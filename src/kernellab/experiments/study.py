@@ -11,6 +11,7 @@ an interruption, or to add an arch) reuses what the store already has.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -265,7 +266,8 @@ def preflight(p: StudyPlan) -> None:
         require_tool(profile.cc)
         if not profile.build_only:
             require_tool(profile.require_machine().binary)
-        toolchain.detect(profile)
+        for kind in sorted({v.toolchain for v in p.experiment(a).variants}):
+            toolchain.detect(profile, kind)
 
 
 @dataclass
@@ -281,24 +283,33 @@ class StudyResult:
     results: list[ArchResult]
     sweeps: dict[str, dict[str, Any]]      # arch -> sweep result
     failures: list[str]
+    wall_s: float = 0.0
+    builds: int = 0                        # kernels built by this run (the others came from the cache)
 
 
 def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> StudyResult:
     """Each arch in turn through the experiment loop, reusing every finished run of the
     same kernel measured the same way; then the sweep, in the full form only."""
     preflight(p)
+    start = time.monotonic()
     results, failures = [], []
     for a in p.arches:
         log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
-        exp = _with_config_bases(p.experiment(a), log)
-        how = compare.plan(exp, p.mode, p.runs, None, p.timeout_s)
-        how = replace(how, reuse=True)
-        report, failed = compare.run_experiment(exp, store, how, log=log)
+        try:
+            exp = _with_config_bases(p.experiment(a), log)
+            how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s), reuse=True)
+            report, failed = compare.run_experiment(exp, store, how, log=log)
+        except LabError as exc:
+            # One arch that cannot be built or booted does not cost the others their results.
+            log(f"study {p.study.name}: {a} failed: {exc}")
+            failures.append(f"{a}: {exc}")
+            continue
         results.append(ArchResult(a, report, failed))
         failures += [f"{a}: {f}" for f in failed]
     s = p.study.file.sweep
     sweeps = {a: _sweep(p, s, a, store, log) for a in p.sweeps()} if s is not None else {}
-    return StudyResult(p, results, sweeps, failures)
+    built = sum(1 for r in results for v in r.report["variants"] if v["build"] and not v["build"]["cached"])
+    return StudyResult(p, results, sweeps, failures, time.monotonic() - start, built)
 
 
 def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None]) -> dict[str, Any]:

@@ -44,7 +44,8 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
         "tables": [{"title": t.title, "metrics": t.metrics} for t in f.table],
         "decomposition": splits, "sweeps": result.sweeps,
         "per_device": perdevice.rows(reports),   # variants that differ only in devices:N
-        "summary": lines, "failures": result.failures, "reports": reports,
+        "summary": lines, "failures": result.failures, "wall_s": result.wall_s, "builds": result.builds,
+        "reports": reports,
     }
 
 
@@ -85,6 +86,8 @@ def header(study: dict[str, Any]) -> list[str]:
     if study["left_out"]:
         form = "QUICK FORM" if study["quick"] else "PART OF THE STUDY"
         lines.append(f"{form}: it leaves out {'; '.join(study['left_out'])}")
+    lines.append(f"this run: {study['wall_s'] / 60:.1f} min, {study['builds']} kernel(s) built "
+                 "(the rest from the cache), every run in the store")
     if first is not None:
         lines.append(f"mode: {first['mode']} ({first['mode_note']})")
         lines.append(f"statistics: {first['statistics']}")
