@@ -71,6 +71,15 @@ variants = ["fast", "slow"]
 """
 
 
+# A fourth kernel, which the quick form does not measure.
+WITH_BIG_BSS = FAST_SLOW.replace("[[table]]", """[[experiment.variant]]
+name = "big-bss"
+base = "tinyconfig"
+options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
+
+[[table]]""", 1)
+
+
 def study_file(lab, mode="icount", text=FAST_SLOW):
     path = lab.tmp / "fakestudy.toml"
     path.write_text(text.format(tree=lab.tree, mode=mode))
@@ -126,13 +135,7 @@ def test_the_rendered_study_ends_with_its_summary_and_says_how(lab, capsys):
 
 
 def test_a_study_run_again_resumes_from_the_store(lab, capsys):
-    more = FAST_SLOW.replace("[[table]]", """[[experiment.variant]]
-name = "big-bss"
-base = "tinyconfig"
-options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
-
-[[table]]""", 1)
-    path = study_file(lab, text=more)
+    path = study_file(lab, text=WITH_BIG_BSS)
     run_study(lab, capsys, path, "--quick")
     assert len(lab.runs()) == 2   # fast and slow, once each (icount)
     report, err = run_study(lab, capsys, path)
@@ -149,13 +152,7 @@ options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
 def test_an_interrupted_study_resumes_with_what_it_had_measured(lab, capsys, monkeypatch):
     """Killed (SIGTERM) while booting the one variant the quick form had not measured: the
     run is marked, and the study run again boots only that variant."""
-    more = FAST_SLOW.replace("[[table]]", """[[experiment.variant]]
-name = "big-bss"
-base = "tinyconfig"
-options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_BSS_KB=64"]
-
-[[table]]""", 1)
-    path = study_file(lab, text=more)
+    path = study_file(lab, text=WITH_BIG_BSS)
     run_study(lab, capsys, path, "--quick")
     monkeypatch.setenv("FAKE_QEMU_SIGNAL_PARENT", "TERM:4")
     try:

@@ -70,25 +70,11 @@ static void sleep_ns(int64_t ns)
 		;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
+/* Moves all of len bytes through fd, one way; -1 when the peer is gone. */
+static int move_all(int fd, char *buf, size_t len, bool writing)
 {
 	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int read_all(int fd, char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = read(fd, buf, len);
+		ssize_t n = writing ? write(fd, buf, len) : read(fd, buf, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -107,14 +93,14 @@ static void serve(int fd)
 	char kind;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with the server */
-	if (read_all(fd, &kind, 1) != 0)
+	if (move_all(fd, &kind, 1, false) != 0)
 		_exit(0);
 	memset(buf, 0x5a, sizeof(buf));
 	if (kind == 'S')
-		while (write_all(fd, buf, sizeof(buf)) == 0)
+		while (move_all(fd, buf, sizeof(buf), true) == 0)
 			;
 	else
-		while (read_all(fd, buf, REQUEST_BYTES) == 0 && write_all(fd, buf, REQUEST_BYTES) == 0)
+		while (move_all(fd, buf, REQUEST_BYTES, false) == 0 && move_all(fd, buf, REQUEST_BYTES, true) == 0)
 			;
 	_exit(0);
 }
@@ -144,7 +130,7 @@ static int connect_to(const struct sockaddr_in *addr, char kind)
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0 || connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 ||
-	    write_all(fd, &kind, 1) != 0)
+	    move_all(fd, &kind, 1, true) != 0)
 		_exit(1);
 	return fd;
 }
@@ -173,7 +159,7 @@ static void request_client(const struct sockaddr_in *addr)
 	for (;;) {
 		int64_t t0 = now_ns();
 
-		if (write_all(fd, buf, sizeof(buf)) != 0 || read_all(fd, buf, sizeof(buf)) != 0)
+		if (move_all(fd, buf, sizeof(buf), true) != 0 || move_all(fd, buf, sizeof(buf), false) != 0)
 			_exit(0);
 		if (shm->recording && shm->requests < MAX_REQUESTS)
 			shm->latency[shm->requests++] = now_ns() - t0;
