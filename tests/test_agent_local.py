@@ -34,7 +34,7 @@ METRICS = {
     **dict.fromkeys(("bw.pipe", "bw.unix", "bw.tcp"), "MB/s"),
     **dict.fromkeys(("fs.create_0k", "fs.delete_0k", "fs.create_10k", "fs.delete_10k"), "ns"),
     **dict.fromkeys(("mm.mmap_1m", "mm.page_fault", "fs.select_10", "fs.select_100"), "ns"),
-    **dict.fromkeys(("bw.mem_read", "bw.mem_write", "bw.mem_copy"), "MB/s"),
+    **dict.fromkeys(("bw.mem_read", "bw.mem_write", "bw.mem_copy", "bw.mem_parallel"), "MB/s"),
     **dict.fromkeys(("crypto.aes256cbc_kernel", "crypto.aes256cbc_user"), "MB/s"),
     **dict.fromkeys(("irq.idle_timer", "irq.idle_total"), "irq/s"),
     **dict.fromkeys(("lat.timer_p50", "lat.timer_p99", "lat.timer_max"), "ns"),
@@ -44,8 +44,8 @@ METRICS = {
     **dict.fromkeys(SYSFS, "count"),
 }
 # These take at most 3 samples whatever --repeats says.
-SLOW = {"irq.idle_timer", "irq.idle_total", "lat.timer_p50", "lat.timer_p99", "lat.timer_max", "mem.alloc_max",
-        *BLOCK, *FILE}
+SLOW = {"bw.mem_parallel", "irq.idle_timer", "irq.idle_total", "lat.timer_p50", "lat.timer_p99", "lat.timer_max",
+        "mem.alloc_max", *BLOCK, *FILE}
 # Interrupt counts may be zero in a short idle window; everything else is a cost or a rate.
 MAY_BE_ZERO = {"irq.idle_timer", "irq.idle_total"}
 SMALL = ("--repeats", "3", "--target-us", "200", "--idle-ms", "50")

@@ -312,9 +312,10 @@ def cmd_study_list(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(_json(rows))
         return 0
-    print(f"{'study':11} {'redoes':26} {'arches':32} builds (quick)  minutes  question")
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'study':{width}} {'redoes':26} {'arches':22} builds (quick)  minutes  question")
     for r in rows:
-        print(f"{r['name']:11} {r['seed']:26} {','.join(r['arches']):32} {r['builds']:>6} ({r['quick_builds']:>3})"
+        print(f"{r['name']:{width}} {r['seed']:26} {','.join(r['arches']):22} {r['builds']:>6} ({r['quick_builds']:>3})"
               f"  {r['expected_minutes']:>7}  {r['title']}")
     print("\nminutes: the full form, cold, on 2 cores; builds already in the cache cost nothing. "
           "`kernellab study run NAME --quick` runs the smallest meaningful form.")

@@ -1,6 +1,6 @@
 /*
- * bw.mem_* and mem.alloc_max: memory bandwidth, as lmbench bw_mem, and how
- * much memory one process gets.
+ * bw.mem_* and mem.alloc_max: memory bandwidth, as lmbench bw_mem (and of
+ * one process per CPU together), and how much memory one process gets.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64 /* 32-bit targets: offsets on disks over 2 GiB */
@@ -71,6 +71,80 @@ static int run_mem_copy(struct run *r, unsigned long iters)
 	for (unsigned long i = 0; i < iters; i++)
 		copy_bytes(buf[1], buf[0], MEM_BYTES);
 	return 0;
+}
+
+#define PARALLEL_PASSES 16 /* bw.mem_parallel: copies of its buffer each process makes */
+#define MAX_PARALLEL 64
+
+/* A process of bw.mem_parallel: its own buffers, ready, then copies at the go. */
+static void parallel_copier(int ready, int go)
+{
+	char *a = malloc(MEM_BYTES), *b = malloc(MEM_BYTES), c;
+
+	if (!a || !b)
+		_exit(1);
+	memset(a, 1, MEM_BYTES);
+	memset(b, 2, MEM_BYTES);
+	if (write(ready, "r", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(1);
+	for (int i = 0; i < PARALLEL_PASSES; i++)
+		copy_bytes(b, a, MEM_BYTES);
+	_exit(0);
+}
+
+/*
+ * bw.mem_parallel: one process per online CPU, each copying a buffer of its
+ * own, MB/s of them all from the moment all are ready to the last one's end:
+ * the memory-bound parallel workload of seed 004 (dbench's scaling with the
+ * number of CPUs).  A single CPU gives bw.mem_copy's figure, with the start
+ * and end of a process in it.
+ */
+static int run_mem_parallel(struct run *r, unsigned long iters)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int ready[2], go[2], n, started = 0, err = 0, status;
+	char gos[MAX_PARALLEL];
+	int64_t t0;
+
+	(void)iters;
+	n = cpus < 1 ? 1 : cpus > MAX_PARALLEL ? MAX_PARALLEL : (int)cpus;
+	if (pipe(ready) != 0)
+		return fail(r, "pipe");
+	if (pipe(go) != 0) {
+		err = fail(r, "pipe");
+		goto close_ready;
+	}
+	for (; started < n; started++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			err = fail(r, "fork");
+			break;
+		}
+		if (pid == 0)
+			parallel_copier(ready[1], go[0]);
+	}
+	for (int i = 0; i < started && !err; i++) {
+		char c;
+
+		if (read(ready[0], &c, 1) != 1)
+			err = fail(r, "read");
+	}
+	memset(gos, 'g', sizeof(gos));
+	t0 = now_ns();
+	if (write(go[1], gos, (size_t)started) != started && !err)
+		err = fail(r, "write");
+	for (int i = 0; i < started; i++)
+		if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			err = err ? err : fail_because(r, "a_copier_failed");
+	if (!err)
+		r->value = (double)started * PARALLEL_PASSES * MEM_BYTES * 1e3 / (double)(now_ns() - t0);
+	close(go[0]);
+	close(go[1]);
+close_ready:
+	close(ready[0]);
+	close(ready[1]);
+	return err;
 }
 
 /* The child of mem.alloc_max; returns its exit status. */
@@ -155,6 +229,8 @@ static const struct metric bandwidth[] = {
 	MEM_BW("bw.mem_read", run_mem_read),
 	MEM_BW("bw.mem_write", run_mem_write),
 	MEM_BW("bw.mem_copy", run_mem_copy),
+	{ .name = "bw.mem_parallel", .kind = REPORTED, .unit = "MB/s", .max_repeats = SLOW_REPEATS,
+	  .run = run_mem_parallel },
 };
 
 static const struct metric alloc[] = {
