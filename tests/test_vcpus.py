@@ -76,3 +76,15 @@ def test_an_opt_in_group_reaches_the_agent_and_the_run_key(lab, capsys):
     assert exp.with_groups == ["net"]
     with pytest.raises(LabError, match="experiment e.toml: with: unknown metric group 'disk'"):
         experiment_from_data({"with": ["disk"], "variant": [{"name": "a", "base": "tinyconfig"}]}, "e.toml")
+
+
+def test_a_probe_keeps_the_bases_compiler_boot_words_and_machine(tmp_path, monkeypatch):
+    """Sweeps and bisects change the config only: a probe of a clang, 2-vCPU base is one too."""
+    from kernellab.experiments.probe import Prober
+    from kernellab.store import Store
+    monkeypatch.setenv("KERNELLAB_CACHE", str(tmp_path))
+    base = parse_short("b=lab-minimal+cc:clang+vcpus:2+boot:quiet")
+    prober = Prober(Store(tmp_path / "s.sqlite"), base, "CONFIG_X=y\n", ["syscall.null"])
+    spec = prober._spec("flip", {"CONFIG_HZ_1000": "y"})
+    assert (spec.toolchain, spec.vcpus, spec.boot_args) == ("clang", 2, ["quiet"])
+    assert spec.options == ["CONFIG_HZ_1000=y"] and spec.base == str(prober.base_path) and spec.fragments == []

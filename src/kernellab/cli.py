@@ -400,7 +400,8 @@ def parser() -> argparse.ArgumentParser:
 
     def variant_opts(p: argparse.ArgumentParser) -> None:
         p.add_argument("--source", default=None,
-                       help=f"kernel source: debian:6.1, debian:6.12 or a path (default {DEFAULT_SOURCE})")
+                       help=f"kernel source: debian:6.1, debian:6.12, the path of a kernel tree or of a "
+                            f"linux-X.Y.tar.xz (.tar.gz, .tar.bz2), or git:PATH@REF (default {DEFAULT_SOURCE})")
         p.add_argument("--arch", default=None,
                        help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 

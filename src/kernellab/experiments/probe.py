@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import arches, modes, paths
 from ..build import FIGURE_METRICS, Build
@@ -63,8 +63,8 @@ class Prober:
 
     def _spec(self, label: str, settings: dict[str, str]) -> VariantSpec:
         options = [f"{name}={value}" for name, value in sorted(settings.items())]
-        return VariantSpec(f"probe:{label}", str(self.base_path), [], options, self.base.source,
-                           self.base.arch, self.base.boot_args, self.base.sysctls)
+        # Everything of the base but its config: the compiler, boot words and machine too.
+        return replace(self.base, name=f"probe:{label}", base=str(self.base_path), fragments=[], options=options)
 
     def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe:
         prepared = lab.prepare(self._spec(label, settings))
