@@ -371,6 +371,9 @@ def test_a_saved_study_report_is_shown_again(lab, capsys):
     assert text.startswith("### Study fakestudy") and "#### Summary" in text and report["summary"][0] in text
     assert lab.main("show", str(saved), "--format", "csv") == 2
     assert "a study report renders as table, markdown, json, not csv" in capsys.readouterr().err
+    saved.write_text(json.dumps({k: v for k, v in report.items() if k != "wall_s"}))
+    assert lab.main("show", str(saved)) == 2
+    assert "is not a complete study report (no 'wall_s')" in capsys.readouterr().err
     saved.write_text(json.dumps(dict(report, format_version=99)))
     assert lab.main("show", str(saved)) == 2
     assert "study report format 99; this kernellab reads 1" in capsys.readouterr().err
@@ -403,3 +406,9 @@ def test_a_study_report_says_how_long_it_took_and_what_it_built(lab, capsys):
     assert report["builds"] == 2 and report["wall_s"] > 0
     again, _ = run_study(lab, capsys, study_file(lab), "--quick")
     assert again["builds"] == 0
+
+
+def test_the_keys_a_study_report_must_have_are_the_keys_it_is_written_with(lab, capsys):
+    from kernellab.report import studyreport
+    report, _ = run_study(lab, capsys, study_file(lab), "--quick")
+    assert set(report) == set(studyreport._KEYS) | {"format", "format_version"}

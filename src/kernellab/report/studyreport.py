@@ -21,6 +21,12 @@ STUDY_FORMAT_VERSION = 1
 FORMATS = ("table", "markdown", "json")
 
 
+# Every key build() writes: what render() may rely on.
+_KEYS = ("study", "title", "seed", "question", "quick", "left_out", "arches", "baseline", "subject", "noise_floor",
+         "not_yet", "caveats", "support", "tables", "decomposition", "sweeps", "summary", "failures", "wall_s",
+         "builds", "reports")
+
+
 def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
     """The study report as data, from an experiments.study.StudyResult."""
     plan = result.plan
@@ -66,6 +72,10 @@ def check_readable(study: dict[str, Any], origin: str, fmt: str) -> dict[str, An
                        f"{STUDY_FORMAT_VERSION}: run the study again (its builds and runs are in the store)")
     if fmt not in FORMATS:
         raise LabError(f"a study report renders as {', '.join(FORMATS)}, not {fmt}")
+    missing = [k for k in _KEYS if k not in study]
+    if missing:
+        raise LabError(f"{origin} is not a complete study report (no {missing[0]!r}): run the study again "
+                       "(its builds and runs are in the store)")
     return study
 
 
