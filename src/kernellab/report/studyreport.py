@@ -23,8 +23,8 @@ FORMATS = ("table", "markdown", "json")
 
 # Every key build() writes: what render() may rely on.
 _KEYS = ("study", "title", "seed", "question", "quick", "left_out", "arches", "baseline", "subject", "noise_floor",
-         "not_yet", "caveats", "support", "tables", "decomposition", "sweeps", "summary", "failures", "wall_s",
-         "builds", "reports")
+         "not_yet", "caveats", "support", "tables", "decomposition", "sweeps", "per_device", "summary", "failures",
+         "wall_s", "builds", "reports")
 
 
 def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
@@ -193,7 +193,7 @@ def _terminal(study: dict[str, Any]) -> str:
             for row in _split_rows(split):
                 table.add_row(*row)
             console.print(table)
-        if study.get("per_device"):   # perdevice.py
+        if study["per_device"]:
             table = Table(title=perdevice.TITLE, title_justify="left")
             for col in perdevice.HEAD:
                 table.add_column(col, justify="left" if col in ("metric", "arch", "unit", "variant") else "right")
@@ -223,7 +223,7 @@ def _markdown(study: dict[str, Any]) -> str:
                            section_rows(study, t["metrics"])) + [""]
     for split in study["decomposition"]:
         lines += [f"#### {_split_title(split)}", ""] + _md_table(_split_head(split), _split_rows(split)) + [""]
-    if study.get("per_device"):   # perdevice.py
+    if study["per_device"]:
         lines += [f"#### {perdevice.TITLE}", ""]
         lines += _md_table(perdevice.HEAD, perdevice.table_rows(study["per_device"])) + [""]
     sweep = _sweep_lines(study)
