@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -73,9 +74,12 @@ def parse(name: str, file_mib: int | None = None) -> FsSpec:
 
 @cache
 def mke2fs_version() -> str:
-    out = run_checked([require_tool("mke2fs"), "-V"], "mke2fs -V")
-    lines = out.strip().splitlines()
-    return lines[0].strip() if lines else "mke2fs"
+    """`mke2fs 1.47.0 (5-Feb-2023)`: part of the image's key. mke2fs -V writes it to stderr."""
+    result = subprocess.run([require_tool("mke2fs"), "-V"], capture_output=True, text=True)
+    lines = (result.stderr + result.stdout).strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise LabError(f"mke2fs -V failed: {lines[-1] if lines else 'exit ' + str(result.returncode)}")
+    return lines[0].strip()
 
 
 def image_key(spec: FsSpec) -> str:
