@@ -49,8 +49,9 @@ def test_the_study_report_renders_the_table_only_when_there_are_rows():
               "study": "zseries", "title": "t", "seed": "", "question": "q", "quick": False, "left_out": [],
               "arches": ["s390x"], "baseline": "d0", "subject": "d500", "noise_floor": {"origin": "none", "pct": {}},
               "not_yet": [], "caveats": [], "support": [], "tables": [], "decomposition": [], "sweeps": {},
-              "summary": [], "failures": [], "wall_s": 0.0, "builds": 0, "reports": {"s390x": _report() | {"mode_note": "", "statistics": "",
-                                                                           "runs_per_variant": {}}}}
+              "summary": [], "failures": [], "wall_s": 0.0, "builds": 0,
+              "reports": {"s390x": _report() | {"mode_note": "", "statistics": "",
+                                                "runs_per_variant": {}}}}
     report["per_device"] = perdevice.rows(report["reports"])
     text = studyreport.render(report, "markdown")
     assert f"#### {perdevice.TITLE}" in text

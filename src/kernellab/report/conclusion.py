@@ -8,8 +8,7 @@ counts when it is larger than the metric's noise floor (the change that code whi
 runs on the metric's path causes through memory layout; zero until measured) and than
 the spread of the repeats within the run (a path that takes two lengths at random is
 reproducible but unsettled); in wall mode only a change the statistics call significant
-counts. Anything else is said to be
-no difference, never given a direction.
+counts. Anything else is said to be no difference, never given a direction.
 """
 
 from __future__ import annotations
@@ -176,7 +175,7 @@ def _where(items: Sequence[Delta]) -> str:
     return ", ".join(f"{d.arch} {d.pct:+.1f}% ({d.how})" for d in items)
 
 
-def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor: NoiseFloor) -> str:
+def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str) -> str:
     """One summary line: the metrics that changed, as ranges across arches, then those
     that did not."""
     by_metric: dict[str, list[Delta]] = {}
@@ -199,10 +198,9 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str, floor:
                          f"({_where(items)})")
         else:
             parts.append(f"{label} better on some arches, worse on others ({_where(items)})")
-    text = f"{head}: " + ("; ".join(parts) if parts else "no difference")
+    text = f"{head}: " + "; ".join(parts)
     if same:
-        rest = "within the noise floor or not significant"
-        text += f"; {', '.join(same)} {rest}" if parts else f" in {', '.join(same)} ({rest})"
+        text += f"{'; ' if parts else ''}no difference in {', '.join(same)}"
     return text
 
 
@@ -218,7 +216,7 @@ def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline:
             others = None if report["variants"][0]["name"] == base else comparisons(report, item.metrics, base, who)
             deltas += [d for m in item.metrics
                        if (d := metric_delta(report, arch, m, base, who, floor, others)) is not None]
-        out.append(line(item.says, deltas, who, base, floor))
+        out.append(line(item.says, deltas, who, base))
     return out
 
 
