@@ -412,3 +412,29 @@ def test_the_keys_a_study_report_must_have_are_the_keys_it_is_written_with(lab, 
     from kernellab.report import studyreport
     report, _ = run_study(lab, capsys, study_file(lab), "--quick")
     assert set(report) == set(studyreport._KEYS) | {"format", "format_version"}
+
+
+SWEPT = FAST_SLOW.replace('''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]''',
+                          '''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y", "CONFIG_FAKE_BSS_KB=32"]''') + """
+[sweep]
+good = "fast"
+bad = "slow"
+metrics = ["syscall.null"]
+"""
+
+
+def test_the_full_form_names_the_options_responsible_with_a_sweep(lab, capsys):
+    """The seed's own method, automated: each option in which the two resolved configs
+    differ flipped alone on the baseline, ranked by its effect."""
+    report, _ = run_study(lab, capsys, study_file(lab, text=SWEPT))
+    (sweep,) = report["sweeps"].values()
+    ranked = sorted(sweep["flips"], key=lambda f: -abs(f["effects"]["syscall.null"]["delta_pct"] or 0))
+    assert [f["option"] for f in ranked] == ["CONFIG_FAKE_SLOW", "CONFIG_FAKE_BSS_KB"]
+    assert ranked[0]["effects"]["syscall.null"]["delta_pct"] == pytest.approx(25.0)
+    assert ranked[1]["effects"]["syscall.null"]["delta_pct"] == pytest.approx(0.0)
+    assert report["left_out"] == []
+    assert lab.main("show", str(lab.tmp / "study.json"), "--format", "markdown") == 0
+    text = capsys.readouterr().out
+    assert "sweep on x86_64: one option at a time" in text and "CONFIG_FAKE_SLOW=y" in text
+    quick, _ = run_study(lab, capsys, study_file(lab, text=SWEPT), "--quick")
+    assert quick["sweeps"] == {} and "the sweep that names the options responsible" in quick["left_out"]
