@@ -39,3 +39,19 @@ def test_a_prebuilt_image_is_measured_with_no_build_and_reruns_are_identical(tmp
                       if not s["metric"].endswith(".host")]   # host-clock rows are real seconds
                      for run in variant["runs"])
     assert first == second   # KASLR and all: the same kernel layout, the same instruction counts
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get (Debian) to download the image")
+def test_the_distro_study_measures_debians_kernels_with_no_build(tmp_path: Path) -> None:
+    """`kernellab study run distro --quick`: 6.1 and 6.12 cloud images, nothing built."""
+    out = tmp_path / "distro.json"
+    assert main(["study", "run", "distro", "--quick", "--format", "json", "-o", str(out),
+                 "--store", str(tmp_path / "lab.sqlite")]) == 0
+    study = json.loads(out.read_text())
+    assert study["builds"] == 0 and study["failures"] == []
+    variants = study["reports"]["x86_64"]["variants"]
+    assert [v["name"] for v in variants] == ["6.1-cloud", "6.12-cloud"]
+    assert all(v["prebuilt"].startswith("linux-image-") for v in variants)
+    assert study["summary"][0].startswith("6.12 against 6.1, cloud kernels: boot and memory "
+                                          "(6.12-cloud against 6.1-cloud): ")
+    assert any(line.startswith("Linux 6.12: longterm") for line in study["support"])
