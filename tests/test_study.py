@@ -438,3 +438,32 @@ def test_the_full_form_names_the_options_responsible_with_a_sweep(lab, capsys):
     assert "sweep on x86_64: one option at a time" in text and "CONFIG_FAKE_SLOW=y" in text
     quick, _ = run_study(lab, capsys, study_file(lab, text=SWEPT), "--quick")
     assert quick["sweeps"] == {} and "the sweep that names the options responsible" in quick["left_out"]
+
+
+def _build_report(hits_b, source_b):
+    """build.user of two variants, each with its build record as report.model writes it."""
+    report = _report("icount", {"a": 400.0, "b": 520.0}, clock="build")
+    report["metrics"][0].update(name="build.user", label="build time (user)", unit="s")
+    report["variants"] = [
+        {"name": "a", "source": "debian:6.1", "arch": "x86_64",
+         "build": {"compiler": "gcc", "ccache_hit_pct": 2.0, "cached": True}},   # reused: its times stand
+        {"name": "b", "source": source_b, "arch": "x86_64",
+         "build": {"compiler": "gcc", "ccache_hit_pct": hits_b, "cached": False}}]
+    return {"x86_64": report}
+
+
+def test_build_times_count_only_cold_builds_in_trees_of_their_own():
+    item = study.SummaryItem("Build time", ["build.user"])
+    (line,) = conclusion.write([item], _build_report(1.0, "debian:6.12"), "a", "b", conclusion.NoiseFloor())
+    assert "build time (user) 30% worse (x86_64 +30.0%, one cold build each)" in line
+    (line,) = conclusion.write([item], _build_report(60.0, "debian:6.12"), "a", "b", conclusion.NoiseFloor())
+    assert line.endswith("no difference in build time (user)")      # ccache hits: the cache was timed
+    (line,) = conclusion.write([item], _build_report(1.0, "debian:6.1"), "a", "b", conclusion.NoiseFloor())
+    assert line.endswith("no difference in build time (user)")      # one tree: the second build was incremental
+
+
+def test_the_split_leaves_out_what_the_mode_cannot_measure():
+    report = _report("icount", {"a": 100.0, "v": 110.0, "b": 130.0})
+    assert conclusion.split(report, "proc.fork_exit", "a", "v", "b")["code_pct"] == pytest.approx(10.0)
+    report["metrics"][0]["valid_in_mode"] = False
+    assert conclusion.split(report, "proc.fork_exit", "a", "v", "b") is None

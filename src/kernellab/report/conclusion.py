@@ -132,8 +132,10 @@ def _exact(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> b
 
 
 def _cold(variant: dict[str, Any]) -> bool:
+    """Compiled from scratch: few ccache hits. (A build reused from the cache keeps the
+    times of the build that made it.)"""
     b = variant.get("build")
-    return b is not None and not b.get("cached") and (b.get("ccache_hit_pct") or 0) < 5
+    return b is not None and (b.get("ccache_hit_pct") or 0) < 5
 
 
 def _exact_how(m: dict[str, Any], mode: str, runs: int) -> str:
@@ -225,7 +227,7 @@ def split(report: dict[str, Any], metric: str, from_: str, via: str, to: str) ->
     the old configuration) and configuration (`to` against `via`), in % of `from_`, so
     that code + configuration = total."""
     m = next((x for x in report["metrics"] if x["name"] == metric), None)
-    if m is None:
+    if m is None or not m["valid_in_mode"]:
         return None
     values = [m["values"].get(n, {}) for n in (from_, via, to)]
     if any("median" not in v for v in values) or not values[0]["median"]:
