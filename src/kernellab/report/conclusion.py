@@ -61,6 +61,7 @@ class Delta:
     direction: str         # better / worse / same (from the catalog's direction)
     counts: bool           # a difference, by the rule of the module docstring
     how: str               # mode, runs, spread
+    not_compared: str = ""  # why a difference of it is not to be believed (ccache hits)
 
 
 def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, subject: str,
@@ -86,13 +87,16 @@ def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, 
         pct = 100 * (b["median"] - a["median"]) / a["median"]
         direction = "same" if pct == 0 else ("worse" if (pct > 0) == (m["better"] == "lower") else "better")
         spread = max(_spread(a), _spread(b))
-        counts = abs(pct) > max(floor.of(metric), spread) and _exact(m, report, (baseline, subject))
+        why = _unbelieved(m, report, (baseline, subject))
+        counts = abs(pct) > max(floor.of(metric), spread) and not why
         how = _exact_how(m, report["mode"], len(b["run_medians"]))
         if spread >= 1:
             # The repeats of one run disagree (a bimodal path: two layouts, a timer that
             # sometimes fires): the median is reproducible, yet a change smaller than that
             # spread is not an effect.
             how += f", repeats spread ±{spread:.0f}%"
+        if why:
+            return Delta(arch, metric, m["label"], pct, "same", False, how, why)
     return Delta(arch, metric, m["label"], pct, direction if counts else "same", counts, how)
 
 
@@ -116,19 +120,24 @@ def _spread(cell: dict[str, Any]) -> float:
     return float(50 * (cell["q3"] - cell["q1"]) / abs(cell["median"]))
 
 
-def _exact(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> bool:
-    """Is a single difference of this metric to be believed? Sizes and the kernel's counts
-    are exact, and so is a guest-clock figure in a deterministic mode. A build time is
-    one build: believed only when every build compiled from scratch, in a tree of its own
-    and without ccache hits (which would time the cache, not the compiler). Host-clock figures of one run never are."""
+def _unbelieved(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> str:
+    """Why a single difference of this metric is not to be believed ("" when it is).
+    Sizes and the kernel's counts are exact, and so is a guest-clock figure in a
+    deterministic mode. A build time is one build: believed only when every build compiled
+    from scratch, in a tree of its own and without ccache hits (which would time the cache,
+    not the compiler). Host-clock figures of one run never are."""
     if m["clock"] == "count" or m["name"].startswith("size."):
-        return True
+        return ""
     if m["clock"] == "build":
         built = [v for v in report["variants"] if v["name"] in names]
         # Variants of one source and compiler share a build tree: the later build is incremental.
         trees = {(v["source"], v["arch"], (v.get("build") or {}).get("compiler")) for v in built}
-        return len(trees) == len(built) and all(_cold(v) for v in built)
-    return m["clock"] == "guest" and modes.get(report["mode"]).deterministic
+        if len(trees) < len(built):
+            return "incremental builds in one build tree"
+        return "" if all(_cold(v) for v in built) else "ccache hits"
+    if m["clock"] == "guest" and modes.get(report["mode"]).deterministic:
+        return ""
+    return "one run of a host-clock figure"
 
 
 def _cold(variant: dict[str, Any]) -> bool:
@@ -186,10 +195,14 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str) -> str
     head = f"{says} ({subject} against {baseline})"
     if not by_metric:
         return f"{head}: not measured (neither has any of its metrics in this mode)"
-    parts, same = [], []
+    parts, same, unsure = [], [], []
     for items in by_metric.values():
         changed = [d for d in items if d.counts]
         label = items[0].label
+        why = sorted({d.not_compared for d in items if d.not_compared})
+        if why and not changed:
+            unsure.append(f"{label} ({', '.join(why)})")
+            continue
         if not changed:
             same.append(label)
             continue
@@ -200,10 +213,9 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str) -> str
                          f"({_where(items)})")
         else:
             parts.append(f"{label} better on some arches, worse on others ({_where(items)})")
-    text = f"{head}: " + "; ".join(parts)
-    if same:
-        text += f"{'; ' if parts else ''}no difference in {', '.join(same)}"
-    return text
+    words = parts + ([f"no difference in {', '.join(same)}"] if same else [])
+    words += [f"not compared: {', '.join(unsure)}"] if unsure else []
+    return f"{head}: " + "; ".join(words)
 
 
 def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline: str, subject: str,
