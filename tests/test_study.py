@@ -467,3 +467,12 @@ def test_the_split_leaves_out_what_the_mode_cannot_measure():
     assert conclusion.split(report, "proc.fork_exit", "a", "v", "b")["code_pct"] == pytest.approx(10.0)
     report["metrics"][0]["valid_in_mode"] = False
     assert conclusion.split(report, "proc.fork_exit", "a", "v", "b") is None
+
+
+def test_the_header_says_how_each_variant_ran_and_where(lab, capsys):
+    slow = '''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]'''
+    text = FAST_SLOW.replace(slow, slow + '''\nboot_args = ["quiet"]\nvcpus = 2''')
+    assert lab.main("study", "run", str(study_file(lab, text=text)), "--quick") == 0
+    out = capsys.readouterr().out
+    assert "  target: QEMU TCG icount (accelerator tcg, arch x86_64" in out
+    assert "config" in out and "; runs with quiet, 2 vCPUs" in out

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .. import lifecycle
 from ..errors import LabError
-from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice
+from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice, targets
 
 STUDY_FORMAT = "kernellab-study"
 STUDY_FORMAT_VERSION = 1
@@ -104,13 +104,14 @@ def header(study: dict[str, Any]) -> list[str]:
     for arch, report in study["reports"].items():
         runs = ", ".join(f"{n} {k}" for n, k in report["runs_per_variant"].items())
         lines.append(f"{arch}: runs per variant: {runs}")
+        lines += [f"  target: {t}" for t in targets(report)]
         for v in report["variants"]:
             b = v["build"]
             built = (f"Debian's prebuilt {v['prebuilt']}" if v.get("prebuilt") else
                      f"built with {b['compiler']}" if b else "not built")
             changes = "".join(f" + {c}" for c in v["fragments"] + v["options"])
             lines.append(f"  {v['name']}: {v['source']} ({v['source_version']}), base {v['base']}{changes}"
-                         f", config {v['config_hash'][:12]}, {built}")
+                         f", config {v['config_hash'][:12]}, {built}{_run_words(v)}")
             for r in v["runs"]:
                 if r["status"] != "ok":
                     lines.append(f"    run {r['id']} {r['status']}: {r['reason']}")
@@ -124,6 +125,14 @@ def header(study: dict[str, Any]) -> list[str]:
     lines += [f"not measured yet (the seed did): {n}" for n in study["not_yet"]]
     lines += [f"FAILED: {f}" for f in study["failures"]]
     return lines
+
+
+def _run_words(v: dict[str, Any]) -> str:
+    """How a variant's runs differ from its kernel's defaults: boot words and the machine."""
+    words = [*v["boot_args"], *(f"sysctl {k}={val}" for k, val in v["sysctls"].items())]
+    words += [f"{v[k]} {what}" for k, what in (("vcpus", "vCPUs"), ("devices", "extra devices")) if v.get(k)]
+    words += [f"fs {v['fs']}"] if v.get("fs") else []
+    return f"; runs with {', '.join(words)}" if words else ""
 
 
 def _variant_names(study: dict[str, Any]) -> list[str]:
