@@ -55,7 +55,8 @@ def test_wall_mode_refuses_more_vcpus_than_host_cores(lab, capsys, monkeypatch):
 
 def test_a_compare_reports_the_vcpus_each_variant_ran_with(lab, capsys):
     out = lab.tmp / "r.json"
-    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+vcpus:2", "--format", "json", "-o", str(out)) == 0
+    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+vcpus:2", "--mode", "wall", "--runs", "1",
+                    "--max-runs", "1", "--format", "json", "-o", str(out)) == 0
     report = json.loads(out.read_text())
     a, b = report["variants"]
     assert "vcpus" not in a and b["vcpus"] == 2
@@ -88,3 +89,12 @@ def test_a_probe_keeps_the_bases_compiler_boot_words_and_machine(tmp_path, monke
     spec = prober._spec("flip", {"CONFIG_HZ_1000": "y"})
     assert (spec.toolchain, spec.vcpus, spec.boot_args) == ("clang", 2, ["quiet"])
     assert spec.options == ["CONFIG_HZ_1000=y"] and spec.base == str(prober.base_path) and spec.fragments == []
+
+
+def test_a_machine_that_hangs_on_more_vcpus_under_icount_is_refused_before_any_build(lab, capsys):
+    """x86_64 under QEMU 7.2's icount never brings up a second CPU: say so, not a 10-minute timeout."""
+    assert lab.main("compare", "a=tinyconfig+vcpus:2") == 2
+    err = capsys.readouterr().err
+    assert "a: x86_64 under icount brings up at most 1 vCPU(s)" in err and "use --mode wall or vcpus:1" in err
+    assert lab.runs() == []
+    assert lab.main("compare", "--mode", "wall", "--runs", "1", "--max-runs", "1", "a=tinyconfig+vcpus:2") == 0

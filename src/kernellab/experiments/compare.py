@@ -58,6 +58,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
             raise LabError(f"{flag} must be at least 1, got {value}")
     if timeout_s <= 0:
         raise LabError(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
+    _check_icount_vcpus(exp, how)
     cores = os.cpu_count() or 1
     crowded = [v.name for v in exp.variants if (v.vcpus or 1) > cores]
     if crowded and not how.deterministic:
@@ -78,6 +79,18 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
         return Plan(how.name, min_runs, cap, options)
     return Plan(how.name, min_runs, cap, options, machine=placement.machine,
                 target=lambda p, build: placement.target(p, build, options))
+
+
+def _check_icount_vcpus(exp: Experiment, how: modes.Mode) -> None:
+    """A machine that hangs bringing up more vCPUs under icount is refused before any build."""
+    if not how.deterministic:
+        return
+    for v in exp.variants:
+        machine = arches.load(v.arch).qemu
+        limit = machine.icount_max_vcpus if machine is not None else None
+        if limit is not None and (v.vcpus or 1) > limit:
+            raise LabError(f"{v.name}: {v.arch} under {how.name} brings up at most {limit} vCPU(s) "
+                           f"(QEMU hangs starting the next; see the arch profile): use --mode wall or vcpus:{limit}")
 
 
 def run_experiment(exp: Experiment, store: Store, how: Plan,
