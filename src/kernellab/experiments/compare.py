@@ -58,19 +58,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
             raise LabError(f"{flag} must be at least 1, got {value}")
     if timeout_s <= 0:
         raise LabError(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
-    _check_icount_vcpus(exp, how)
-    cores = os.cpu_count() or 1
-    crowded = [v.name for v in exp.variants if (v.vcpus or 1) > cores]
-    if crowded and not how.deterministic:
-        raise LabError(f"{', '.join(crowded)}: more vCPUs than this host's {cores} cores: in {how.name} mode the "
-                       "figures would measure the host's oversubscription, not the guest; use --mode icount "
-                       "or at most {cores} vcpus".replace("{cores}", str(cores)))
-    on_disk = [f"{v.name} (fs:{v.fs})" for v in exp.variants if v.fs]
-    if on_disk and how.deterministic:
-        raise LabError(f"{', '.join(on_disk)}: a file system on a disk needs --mode wall: {fsimage.WALL_ONLY}")
-    for v in exp.variants:   # devices:N on an arch with no extra_device: refused before any build
-        if v.devices:
-            extra_device_args(arches.load(v.arch), v.devices, v.name)
+    _check_machines(exp, how)
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls,
@@ -81,16 +69,25 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
                 target=lambda p, build: placement.target(p, build, options))
 
 
-def _check_icount_vcpus(exp: Experiment, how: modes.Mode) -> None:
-    """A machine that hangs bringing up more vCPUs under icount is refused before any build."""
-    if not how.deterministic:
-        return
+def _check_machines(exp: Experiment, how: modes.Mode) -> None:
+    """The machine each variant asks for (vCPUs, a file system, extra devices), checked
+    against the mode and the arch before any build."""
+    cores = os.cpu_count() or 1
     for v in exp.variants:
         machine = arches.load(v.arch).qemu
         limit = machine.icount_max_vcpus if machine is not None else None
-        if limit is not None and (v.vcpus or 1) > limit:
+        vcpus = v.vcpus or 1
+        if how.deterministic and limit is not None and vcpus > limit:
             raise LabError(f"{v.name}: {v.arch} under {how.name} brings up at most {limit} vCPU(s) "
                            f"(QEMU hangs starting the next; see the arch profile): use --mode wall or vcpus:{limit}")
+        if not how.deterministic and vcpus > cores:
+            raise LabError(f"{v.name}: more vCPUs than this host's {cores} cores: in {how.name} mode the figures "
+                           f"would measure the host's oversubscription, not the guest; use --mode icount or at "
+                           f"most {cores} vcpus")
+        if how.deterministic and v.fs:
+            raise LabError(f"{v.name} (fs:{v.fs}): a file system on a disk needs --mode wall: {fsimage.WALL_ONLY}")
+        if v.devices:   # an arch with no extra_device refuses it
+            extra_device_args(arches.load(v.arch), v.devices, v.name)
 
 
 def run_experiment(exp: Experiment, store: Store, how: Plan,
