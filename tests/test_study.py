@@ -477,3 +477,10 @@ def test_the_header_says_how_each_variant_ran_and_where(lab, capsys):
     out = capsys.readouterr().out
     assert "  target: QEMU TCG wall (accelerator tcg, arch x86_64" in out
     assert "config" in out and "; runs with quiet, 2 vCPUs" in out
+
+
+def test_a_summary_line_whose_variant_was_left_out_says_so():
+    reports = {"x86_64": _report("icount", {"a": 100.0, "b": 120.0})}
+    item = study.SummaryItem("Forks", ["proc.fork_exit"], subject="c")
+    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    assert line == "Forks (c against a): not in this run (left out: see its header)"
