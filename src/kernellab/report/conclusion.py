@@ -226,7 +226,7 @@ def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline:
     for item in items:
         who, base = item.subject or subject, item.against or baseline
         ran = {v["name"] for report in reports.values() for v in report["variants"]}
-        if not {who, base} <= ran:
+        if ran and not {who, base} <= ran:
             out.append(f"{item.says} ({who} against {base}): not in this run (left out: see its header)")
             continue
         deltas = []
