@@ -484,3 +484,13 @@ def test_a_summary_line_whose_variant_was_left_out_says_so():
     item = study.SummaryItem("Forks", ["proc.fork_exit"], subject="c")
     (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
     assert line == "Forks (c against a): not in this run (left out: see its header)"
+
+
+def test_a_sweep_that_fails_keeps_the_studys_tables(lab, capsys):
+    broken = SWEPT.replace('[sweep]\ngood = "fast"\nbad = "slow"\nmetrics = ["syscall.null"]',
+                           '[sweep]\ngood = "fast"\nbad = "slow"\nmetrics = ["crypto.aes256cbc_kernel"]')
+    assert broken != SWEPT
+    report, err = run_study(lab, capsys, study_file(lab, text=broken), expect=1)
+    assert report["sweeps"] == {} and report["reports"]["x86_64"]["metrics"]
+    assert report["failures"][0].startswith("x86_64 sweep: probe baseline: run ")
+    assert report["summary"][0].startswith("System calls (slow against fast): null syscall (getppid) 25% worse")

@@ -306,8 +306,15 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
             continue
         results.append(ArchResult(a, report, failed))
         failures += [f"{a}: {f}" for f in failed]
+    sweeps: dict[str, dict[str, Any]] = {}
     s = p.study.file.sweep
-    sweeps = {a: _sweep(p, s, a, store, log) for a in p.sweeps()} if s is not None else {}
+    if s is not None:
+        for a in p.sweeps():
+            try:
+                sweeps[a] = _sweep(p, s, a, store, log)
+            except LabError as exc:   # the study's tables stand without it
+                log(f"study {p.study.name}: the sweep on {a} failed: {exc}")
+                failures.append(f"{a} sweep: {exc}")
     built = sum(1 for r in results for v in r.report["variants"] if v["build"] and not v["build"]["cached"])
     return StudyResult(p, results, sweeps, failures, time.monotonic() - start, built)
 
