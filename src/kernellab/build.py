@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths
+from . import paths, progress
 from .arches import ArchProfile
 from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
@@ -102,8 +102,9 @@ def cached_build(key: str) -> Build | None:
         return None
 
 
-def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
-          config: ResolvedConfig, jobs: int | None = None, log: Callable[[str], None] | None = None) -> Build:
+def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: ResolvedConfig,
+          jobs: int | None = None, log: Callable[[str], None] | None = None, what: str = "") -> Build:
+    """`what`: the variant's name, for the progress display."""
     key = build_key(source, profile, toolchain, config)
     hit = cached_build(key)
     if hit is not None:
@@ -123,7 +124,10 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain,
         if log:
             log(f"building {profile.build_target} in {tree} (-j{jobs}), log: {log_path}")
         hits0, misses0 = ccache_counts(ccache_dir)
-        wall_s, user_s, sys_s, rc = _timed_make(argv, env, log_path)
+        expected = _objects_in(tree)
+        with progress.task(f"{what or profile.name}: compiling", expected,
+                           f"objects (of {expected} in this tree's last build)" if expected else "objects") as bar:
+            wall_s, user_s, sys_s, rc = _timed_make(argv, env, log_path, bar)
         hits, misses = ccache_counts(ccache_dir)
         hits, misses = hits - hits0, misses - misses0
         if rc != 0:
@@ -158,10 +162,23 @@ def _install_config(tree: Path, text: str) -> None:
         target.write_text(text)
 
 
-def _timed_make(argv: list[str], env: dict[str, str], log_path: Path) -> tuple[float, float, float, int]:
+# kbuild's quiet output names each object it compiles: "  CC      kernel/fork.o".
+_COMPILED = re.compile(rb"^  (?:HOSTCC|CC|AS) ", re.MULTILINE)
+_POLL_S = 0.5
+
+
+def _objects_in(tree: Path) -> int | None:
+    """How many objects the tree's last build compiled, from kbuild's records (one
+    .NAME.o.cmd per object): what a full build of a similar config compiles."""
+    count = sum(1 for _ in tree.rglob(".*.o.cmd"))
+    return count or None
+
+
+def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
+                bar: progress.Task) -> tuple[float, float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    with log_path.open("w") as log_file:
+    with log_path.open("w") as log_file, log_path.open("rb") as reader:
         try:
             # Its own process group: if kernellab is stopped, the whole make tree (every
             # compiler it started) stops with it, and no orphan keeps writing into a build
@@ -170,8 +187,19 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path) -> tuple[f
                                     start_new_session=True)
         except FileNotFoundError:
             raise LabError("make not found: run `apt-get install -y make` (or `kernellab doctor`)") from None
+        compiled = 0
         try:
-            rc = proc.wait()
+            while True:
+                try:
+                    rc = proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    # Lines complete at the log's end count now; a partial one is read again.
+                    chunk = reader.read()
+                    whole = chunk[:chunk.rfind(b"\n") + 1]
+                    reader.seek(len(whole) - len(chunk), 1)
+                    compiled += len(_COMPILED.findall(whole))
+                    bar.update(completed=compiled)
         except BaseException:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)

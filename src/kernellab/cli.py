@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import arches, doctor, modes, paths, prebuilt, sources, toolchain
+from . import arches, doctor, modes, paths, prebuilt, progress, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, study, sweep
@@ -82,6 +82,7 @@ def _placement(args: argparse.Namespace) -> Placement:
 
 
 def _output(text: str, path: str | None) -> None:
+    progress.close()   # the report is what stays on the screen
     if path:
         try:
             Path(path).write_text(text)
@@ -586,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     stop_on_signals()
     try:
-        code: int = args.func(args)
+        with progress.display():
+            code: int = args.func(args)
         return code
     except LabError as exc:
         print(f"kernellab: error: {exc}", file=sys.stderr)

@@ -17,12 +17,13 @@ the same sequence of probes; with the store, an interrupted bisect redoes nothin
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import modes
+from .. import modes, progress
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
@@ -86,6 +87,7 @@ class Bisector:
         self.better = describe(metric, "").better
         self.adjustments: list[str] = []
         self.culprits: list[Culprit] = []
+        self._bar = progress.Task(None, None)   # the probes, while the bisect shows
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
@@ -116,8 +118,12 @@ class Bisector:
                                     f"(derived or unset by olddefconfig): {', '.join(missing[:8])}")
         self.log(f"{len(candidates)} candidate option(s); {self.metric}: good {good.value(self.metric):.4g}, "
                  f"bad {bad.value(self.metric):.4g}")
-        if self._differs(good, bad):
-            self._explore(candidates, {}, good, bad)
+        # One culprit takes about log2(candidates) halvings; each more culprit as many again.
+        estimate = 2 + math.ceil(math.log2(max(len(candidates), 2)))
+        with progress.task(f"bisect {self.metric}", estimate, "probes (estimate: one culprit)") as self._bar:
+            self._bar.update(completed=2)
+            if self._differs(good, bad):
+                self._explore(candidates, {}, good, bad)
         removed = [self._contributions(c, good, bad) for c in self.culprits]
         total = bad.value(self.metric) - good.value(self.metric)
         below, interaction = total, None
@@ -197,6 +203,7 @@ class Bisector:
     def _probe(self, label: str, settings: dict[str, str]) -> Probe:
         digest = hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]
         probe = self.prober.probe(f"{label}@{digest}", settings, runs=modes.get(self.mode).probe_runs)
+        self._bar.advance()
         self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
                  f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
                  f"{probe.boots} boot(s))")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import arches, modes
+from .. import arches, modes, progress
 from ..arches import BUILD_ONLY_NOTE
 from ..build import Build
 from ..errors import LabError
@@ -105,18 +105,20 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         for d in prepared.config.dropped:
             log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
         records.append(VariantRecord(prepared))
-    for r in records:
-        name = r.prepared.spec.name
-        if r.prepared.running:
-            log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
-            continue
-        if r.prepared.image is not None:
-            log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
-                "nothing to build")
-            continue
-        r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
-        how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
-        log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
+    with progress.task(f"{exp.name}: builds", sum(1 for r in records if r.prepared.built), "variants") as bar:
+        for r in records:
+            name = r.prepared.spec.name
+            if r.prepared.running:
+                log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
+                continue
+            if r.prepared.image is not None:
+                log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
+                    "nothing to build")
+                continue
+            r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
+            bar.advance()
+            how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
+            log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
     # Build-only variants (no QEMU machine for their arch) stop here: build and size rows.
     booted = [r for r in records if not r.prepared.profile.build_only]
     for r in records:
@@ -130,25 +132,31 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
             if r.runs:
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) of this kernel, measured the same way, "
                     f"taken from the store (runs {', '.join(str(o.run_id) for o in r.runs)})")
-    for i in range(how.max_runs if booted else 0):
-        # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
-        # systematic advantage from the host's state. A variant that already has this
-        # run (taken from the store) sits the round out.
-        due = [r for r in booted if len(r.runs) <= i]
-        order = due if i % 2 == 0 else due[::-1]
-        for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
-            r.runs.append(outcome)
-            log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
-                f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
-            if outcome.status != "ok":
-                failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
-                                f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
-        if i + 1 >= how.min_runs:
-            loose = _imprecise(booted, store, how.mode)
-            if not loose:
-                break
-            if i + 1 < how.max_runs:
-                log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
+    planned = sum(max(how.min_runs - len(r.runs), 0) for r in booted)
+    with progress.task(f"{exp.name}: runs", planned, f"boots ({how.mode})") as bar:
+        for i in range(how.max_runs if booted else 0):
+            # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
+            # systematic advantage from the host's state. A variant that already has this
+            # run (taken from the store) sits the round out.
+            due = [r for r in booted if len(r.runs) <= i]
+            order = due if i % 2 == 0 else due[::-1]
+            if i >= how.min_runs:
+                planned += len(order)
+                bar.update(total=planned)
+            for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
+                r.runs.append(outcome)
+                bar.advance()
+                log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
+                    f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
+                if outcome.status != "ok":
+                    failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
+                                    f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
+            if i + 1 >= how.min_runs:
+                loose = _imprecise(booted, store, how.mode)
+                if not loose:
+                    break
+                if i + 1 < how.max_runs:
+                    log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
     return build_report(exp.name, exp.description, records, store, how.mode), failures
 
 

@@ -20,16 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, modes, prebuilt, sources
+from .. import arches, modes, prebuilt, progress, sources
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
+from ..guest.console import MILESTONES
 from ..guest.session import Sample, Session, console_samples
 from ..initramfs import agent_initramfs
-from ..metrics.catalog import describe
+from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
 from ..targets import Console, Target, fsimage
@@ -150,7 +151,7 @@ def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = 
         raise LabError(f"variant {p.spec.name} is Debian's prebuilt {p.image.identity}: it is measured, not built")
     if p.toolchain is None:
         raise LabError(f"variant {p.spec.name} is the kernel a machine runs: it is measured, not built")
-    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log)
+    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log, what=p.spec.name)
     store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result
 
@@ -264,6 +265,40 @@ class _StoreSink:
         self.store.add_unavailable(self.run_id, metric, reason)
 
 
+# The milestones a boot passes before the agent speaks (ssh_ready is a kexec'd remote's).
+_BOOT_STEPS = sum(1 for name, _ in MILESTONES if name not in ("agent_ready", "ssh_ready"))
+
+
+class _RunProgress:
+    """A run on the progress display: the boot's milestones, then the agent's metrics."""
+
+    def __init__(self, name: str, expected: int) -> None:
+        self.bar = progress.Task(None, None)   # the display's line, while the run shows
+        self.name, self.expected = name, expected
+        self.seen: set[str] = set()
+
+    def milestone(self, name: str) -> None:
+        if name == "agent_ready":
+            self.bar.update(description=f"{self.name}: measuring", completed=0, total=self.expected,
+                            note="metrics")
+        else:
+            self.bar.advance()
+
+    def metric(self, name: str) -> None:
+        if name not in self.seen and name in catalog():
+            self.seen.add(name)
+            self.bar.update(completed=len(self.seen))
+
+
+def expected_metrics(options: RunOptions) -> int:
+    """How many catalogued metrics the agent will measure in a run with these options."""
+    for word in options.cmdline_extra.split():
+        if word.startswith("KL_ONLY="):
+            return len(word.removeprefix("KL_ONLY=").split(","))
+    return sum(1 for m in catalog().values()
+               if m.source == "agent" and (not m.opt_in or m.opt_in in options.with_groups))
+
+
 class Cancellation:
     """Stops runs that other threads are reading. A signal (Ctrl-C, SIGTERM) reaches only
     the main thread: when variants boot side by side, the main thread cancels the others'
@@ -317,11 +352,13 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
                                  console.command, options.key(initrd, p.spec), initrd.name)
         if p.image is not None:
             _prebuilt_rows(store, run_id, p.image)
-        session = Session(_StoreSink(store, run_id, p.config.values, target.capabilities.agent))
         if cancellation:
             cancellation.watch(console)
+        watcher = _RunProgress(p.spec.name, expected_metrics(options))
+        session = Session(_StoreSink(store, run_id, p.config.values, target.capabilities.agent), watcher)
         try:
-            result = session.read(console)
+            with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
+                result = session.read(console)
             if cancellation and cancellation.reason is not None:
                 raise KeyboardInterrupt(cancellation.reason)
         except KeyboardInterrupt as exc:

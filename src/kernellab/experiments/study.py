@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import arches, datafile, modes, paths, prebuilt
+from .. import arches, datafile, modes, paths, prebuilt, progress
 from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
@@ -293,28 +293,34 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
     preflight(p)
     start = time.monotonic()
     results, failures = [], []
-    for a in p.arches:
-        log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
-        try:
-            exp = _with_config_bases(p.experiment(a), log)
-            how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s), reuse=True)
-            report, failed = compare.run_experiment(exp, store, how, log=log)
-        except LabError as exc:
-            # One arch that cannot be built or booted does not cost the others their results.
-            log(f"study {p.study.name}: {a} failed: {exc}")
-            failures.append(f"{a}: {exc}")
-            continue
-        results.append(ArchResult(a, report, failed))
-        failures += [f"{a}: {f}" for f in failed]
-    sweeps: dict[str, dict[str, Any]] = {}
     s = p.study.file.sweep
-    if s is not None:
-        for a in p.sweeps():
+    steps = len(p.arches) + (len(p.sweeps()) if s is not None else 0)
+    with progress.task(f"study {p.study.name}", steps, "arches and sweeps") as bar:
+        for a in p.arches:
+            log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
             try:
-                sweeps[a] = _sweep(p, s, a, store, log)
-            except LabError as exc:   # the study's tables stand without it
-                log(f"study {p.study.name}: the sweep on {a} failed: {exc}")
-                failures.append(f"{a} sweep: {exc}")
+                exp = _with_config_bases(p.experiment(a), log)
+                how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s), reuse=True)
+                report, failed = compare.run_experiment(exp, store, how, log=log)
+            except LabError as exc:
+                # One arch that cannot be built or booted does not cost the others their results.
+                log(f"study {p.study.name}: {a} failed: {exc}")
+                failures.append(f"{a}: {exc}")
+                continue
+            finally:
+                bar.advance()
+            results.append(ArchResult(a, report, failed))
+            failures += [f"{a}: {f}" for f in failed]
+        sweeps: dict[str, dict[str, Any]] = {}
+        if s is not None:
+            for a in p.sweeps():
+                try:
+                    sweeps[a] = _sweep(p, s, a, store, log)
+                except LabError as exc:   # the study's tables stand without it
+                    log(f"study {p.study.name}: the sweep on {a} failed: {exc}")
+                    failures.append(f"{a} sweep: {exc}")
+                finally:
+                    bar.advance()
     built = sum(1 for r in results for v in r.report["variants"] if v["build"] and not v["build"]["cached"])
     return StudyResult(p, results, sweeps, failures, time.monotonic() - start, built)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import modes
+from .. import modes, progress
 from ..build import build_tree
 from ..errors import LabError
 from ..metrics.catalog import describe
@@ -106,16 +106,18 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     costs = rebuild_cost(build_tree(prepared.source, prepared.profile, prepared.toolchain), list(flips))
     order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
     results = []
-    for option in order:
-        flip = Flip(option, flips[option], costs.get(option, 0))
-        log(f"flip {option}={flips[option]} (about {flip.rebuild_objects} objects to rebuild)")
-        probe = prober.probe(f"flip:{option}={flips[option]}", {option: flips[option]}, runs)
-        _describe_flip(flip, prepared.config.values, probe)
-        for m in metrics:
-            c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                deterministic=modes.get(mode).deterministic)
-            flip.effects[m] = c.to_dict()
-        results.append(flip)
+    with progress.task("sweep", len(order), "options flipped") as bar:
+        for option in order:
+            flip = Flip(option, flips[option], costs.get(option, 0))
+            log(f"flip {option}={flips[option]} (about {flip.rebuild_objects} objects to rebuild)")
+            probe = prober.probe(f"flip:{option}={flips[option]}", {option: flips[option]}, runs)
+            _describe_flip(flip, prepared.config.values, probe)
+            for m in metrics:
+                c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
+                                    deterministic=modes.get(mode).deterministic)
+                flip.effects[m] = c.to_dict()
+            results.append(flip)
+            bar.advance()
     return SweepResult(mode, metrics, {m: baseline.value(m) for m in metrics}, results,
                        prober.builds, prober.boots, time.monotonic() - start)
 

@@ -19,7 +19,7 @@ from ..agent.version import check_hello
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..targets import Console, Exit
-from .console import ConsoleLine, initcalls, is_panic, memory_line, milestones
+from .console import MILESTONES, ConsoleLine, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
 
 # After the agent's last record the kernel powers off by itself; after a panic, let the
@@ -56,6 +56,20 @@ class Sink(Protocol):
     def unavailable(self, metric: str, reason: str) -> None: ...
 
 
+class Watcher(Protocol):
+    """Who follows a boot as it happens (the progress display)."""
+    def milestone(self, name: str) -> None: ...
+    def metric(self, name: str) -> None: ...
+
+
+class _Unwatched:
+    def milestone(self, name: str) -> None:
+        pass
+
+    def metric(self, name: str) -> None:
+        pass
+
+
 @dataclass
 class SessionResult:
     status: str
@@ -75,11 +89,13 @@ class SessionResult:
 
 
 class Session:
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, watcher: Watcher | None = None) -> None:
         self.sink = sink
+        self.watcher = watcher or _Unwatched()
         self.stream = RecordStream()
         self.result = SessionResult("incomplete", "")
         self.rebooted = False
+        self._ahead = [(name, pattern) for name, pattern in MILESTONES]   # milestones not yet reached
 
     def read(self, console: Console) -> SessionResult:
         """Reads the console to its end. A KeyboardInterrupt passes through: what was read
@@ -99,6 +115,7 @@ class Session:
         r.lines.append(line)
         if line.replayed:
             return  # the kernel's past (a running machine's log): milestones only
+        self._milestone(line.text)
         if FINAL_LINE.match(line.message):
             self.rebooted = True
             console.stop_in(0)
@@ -128,6 +145,14 @@ class Session:
             r.status = "ok"
             console.stop_in(EXIT_GRACE_S)
 
+    def _milestone(self, text: str) -> None:
+        """Tells the watcher of each milestone this line reaches (the first line is two:
+        first output, and often the Linux version)."""
+        reached = [name for name, pattern in self._ahead if pattern is None or pattern.search(text)]
+        self._ahead = [(name, pattern) for name, pattern in self._ahead if name not in reached]
+        for name in reached:
+            self.watcher.milestone(name)
+
     def _record(self, record: Record) -> None:
         r, f = self.result, record.fields
         if record.type == "hello":
@@ -141,6 +166,7 @@ class Session:
             self.sink.sample(Sample(f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
                                     float(f["value"]), record.seq))
             r.samples += 1
+            self.watcher.metric(f["metric"])
         elif record.type == "na":
             self.sink.unavailable(f.get("metric", "?"), f.get("reason", "not available"))
 
