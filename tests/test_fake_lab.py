@@ -10,6 +10,7 @@ breaks the build; CONFIG_FAKE_REAL_AGENT runs the real agent.
 
 import json
 import os
+import sqlite3
 import threading
 import time
 
@@ -94,9 +95,15 @@ def test_build_error_exits_2_with_one_line_naming_the_error(lab, capsys):
     assert "drivers/fake/broken.c:7:16: error: implicit declaration of function" in lines[0]
     assert "(full log: " in lines[0] and captured.out == ""
 
-    # compare builds everything before it boots anything: no guest time spent.
-    _, err = report(lab, capsys, "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_BROKEN=y", expect=2)
+    # In wall mode compare builds everything before it boots anything: no guest time spent.
+    _, err = report(lab, capsys, "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_BROKEN=y", extra=("--mode", "wall"),
+                    expect=2)
     assert "build failed" in err and lab.runs() == []
+    # In icount, a boots while b builds: its run completes and stays in the store, its
+    # table was shown, and the build error is still the one line the command ends with.
+    _, err = report(lab, capsys, "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_BROKEN=y", expect=2)
+    assert [r["status"] for r in lab.runs()] == ["ok"]
+    assert "first look (a measured" in err and err.strip().splitlines()[-1].startswith("kernellab: error: build failed")
 
 
 # -- compare -------------------------------------------------------------------------
@@ -200,6 +207,19 @@ def test_an_interrupted_run_keeps_its_samples_and_the_rerun_reuses_the_build(lab
     assert [(r["id"], r["status"]) for r in listing] == [(second["id"], "ok"), (first["id"], "interrupted")]
 
 
+def test_in_icount_a_built_variant_boots_while_the_next_one_builds(lab, capsys):
+    rc = lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_DATA_KB=16", "--format", "json")
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    db = sqlite3.connect(lab.store)
+    started = dict(db.execute("SELECT v.name, r.started FROM runs r JOIN variants v ON v.id = r.variant_id"))
+    db.close()
+    b_built = max((lab.cache / "artifacts").glob("*/build.json"), key=lambda f: f.stat().st_mtime).stat().st_mtime
+    assert started["a"] < b_built < started["b"]
+    # a's table is shown on stderr as soon as a is measured; the report has both.
+    assert "first look (a measured; the full table follows)" in err
+
+
 def _join_compare_threads(timeout_s=30):
     for t in threading.enumerate():
         if t.name.startswith("ThreadPoolExecutor"):
@@ -208,7 +228,9 @@ def _join_compare_threads(timeout_s=30):
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="on one core the variants boot one after the other")
 def test_a_kill_during_parallel_runs_stops_them_and_marks_them_interrupted(lab, capsys, monkeypatch):
-    # Two variants boot side by side (icount, 2 cores); one guest has kernellab killed.
+    # Two variants boot side by side (icount, 2 cores; built already, so neither boots
+    # while the other builds); one guest has kernellab killed.
+    assert lab.main("build", "tinyconfig") == 0 and lab.main("build", "tinyconfig+CONFIG_FAKE_SLOW=y") == 0
     marker = lab.tmp / "killed-once"
     monkeypatch.setenv("FAKE_QEMU_SIGNAL_PARENT", f"TERM:4:{marker}")
     try:

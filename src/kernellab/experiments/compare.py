@@ -6,17 +6,19 @@ into the comparison every view renders.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import arches, modes, progress
 from ..arches import BUILD_ONLY_NOTE
-from ..build import Build
+from ..build import Build, build_key, cached_build
 from ..errors import LabError
 from ..metrics.catalog import describe
+from ..report import render
 from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store
@@ -92,10 +94,13 @@ def _check_machines(exp: Experiment, how: modes.Mode) -> None:
 
 def run_experiment(exp: Experiment, store: Store, how: Plan,
                    log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
-    """Returns (report, failures). Builds everything first, so a build error stops the
-    experiment before any guest time is spent. Runs interleave the variants (A B A B ...)
-    so that a drift of the host affects them alike. In wall mode, runs continue past
-    the minimum while some metric's median is known only to worse than +-3% (see stats)."""
+    """Returns (report, failures). Builds every variant before booting any, so a build
+    error stops the experiment before guest time is spent; except in a deterministic mode,
+    where a variant boots as soon as it is built, while the next one builds (its figures
+    do not depend on what the host does), and the first variants' table is shown before
+    the last build ends. Runs interleave the variants (A B A B ...) so that a drift of the
+    host affects them alike. In wall mode, runs continue past the minimum while some
+    metric's median is known only to worse than +-3% (see stats)."""
     names = [v.name for v in exp.variants]
     if len(set(names)) != len(names):
         raise LabError(f"variant names must be unique, got {', '.join(names)}")
@@ -105,52 +110,63 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         for d in prepared.config.dropped:
             log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
         records.append(VariantRecord(prepared))
-    with progress.task(f"{exp.name}: builds", sum(1 for r in records if r.prepared.built), "variants") as bar:
-        for r in records:
-            name = r.prepared.spec.name
-            if r.prepared.running:
-                log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
-                continue
-            if r.prepared.image is not None:
-                log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
-                    "nothing to build")
-                continue
-            r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
-            bar.advance()
-            how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
-            log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
-    # Build-only variants (no QEMU machine for their arch) stop here: build and size rows.
+    # Build-only variants (no QEMU machine for their arch) get build and size rows only.
     booted = [r for r in records if not r.prepared.profile.build_only]
-    for r in records:
-        if r.prepared.profile.build_only:
-            log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
-    initrds = {r.prepared.spec.name: lab.agent_for(r.prepared, _target(how, r)) for r in booted}
-    failures = []
-    if how.reuse:
-        for r in booted:
+    to_build = [r for r in records if r.prepared.built]
+    initrds: dict[str, Path] = {}
+    failures: list[str] = []
+
+    def ready(r: VariantRecord) -> None:
+        """A variant that can boot: its agent, and the runs the store already has."""
+        initrds[r.prepared.spec.name] = lab.agent_for(r.prepared, _target(how, r))
+        if how.reuse:
             r.runs = _earlier_runs(r, store, how, initrds[r.prepared.spec.name])
             if r.runs:
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) of this kernel, measured the same way, "
                     f"taken from the store (runs {', '.join(str(o.run_id) for o in r.runs)})")
+
+    early = (_EarlyRuns(exp, store, how, initrds, failures, log)
+             if modes.get(how.mode).deterministic and len(to_build) > 1 else None)
+    try:
+        with progress.task(f"{exp.name}: builds", len(to_build), "variants") as bar:
+            for r in records:
+                _build(r, store, log)
+                if r in to_build:
+                    bar.advance()
+                if early is not None and r in booted and any(_needs_build(later) for later in to_build
+                                                              if records.index(later) > records.index(r)):
+                    ready(r)
+                    early.submit(r)
+        if early is not None:
+            early.finish()
+    except KeyboardInterrupt as exc:
+        if early is not None:
+            early.stop(exc.args[0] if exc.args else "Ctrl-C")
+        raise
+    except BaseException:
+        if early is not None:
+            early.drain()   # a build failed: the run under way completes and is stored
+        raise
+    for r in booted:
+        if r.prepared.spec.name not in initrds:
+            ready(r)
+    for r in records:
+        if r.prepared.profile.build_only:
+            log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
     planned = sum(max(how.min_runs - len(r.runs), 0) for r in booted)
     with progress.task(f"{exp.name}: runs", planned, f"boots ({how.mode})") as bar:
         for i in range(how.max_runs if booted else 0):
             # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
             # systematic advantage from the host's state. A variant that already has this
-            # run (taken from the store) sits the round out.
+            # run (taken from the store, or booted while another built) sits the round out.
             due = [r for r in booted if len(r.runs) <= i]
             order = due if i % 2 == 0 else due[::-1]
             if i >= how.min_runs:
                 planned += len(order)
                 bar.update(total=planned)
             for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
-                r.runs.append(outcome)
+                _outcome(r, outcome, how.mode, failures, log)
                 bar.advance()
-                log(f"{r.prepared.spec.name}: run {i + 1} ({how.mode}) {outcome.status}, "
-                    f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
-                if outcome.status != "ok":
-                    failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
-                                    f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
             if i + 1 >= how.min_runs:
                 loose = _imprecise(booted, store, how.mode)
                 if not loose:
@@ -158,6 +174,94 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
                 if i + 1 < how.max_runs:
                     log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
     return build_report(exp.name, exp.description, records, store, how.mode), failures
+
+
+def _needs_build(r: VariantRecord) -> bool:
+    """Whether building the variant takes a build, not the cache: long enough to boot
+    another variant meanwhile."""
+    p = r.prepared
+    return p.toolchain is not None and cached_build(build_key(p.source, p.profile, p.toolchain, p.config)) is None
+
+
+def _build(r: VariantRecord, store: Store, log: Callable[[str], None]) -> None:
+    name = r.prepared.spec.name
+    if r.prepared.running:
+        log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
+    elif r.prepared.image is not None:
+        log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
+            "nothing to build")
+    else:
+        r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
+        how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
+        log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
+
+
+def _outcome(r: VariantRecord, outcome: lab.RunOutcome, mode: str, failures: list[str],
+             log: Callable[[str], None]) -> None:
+    r.runs.append(outcome)
+    log(f"{r.prepared.spec.name}: run {len(r.runs)} ({mode}) {outcome.status}, "
+        f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
+    if outcome.status != "ok":
+        failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
+                        f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
+
+
+class _EarlyRuns:
+    """The runs of variants already built, in a deterministic mode, while the next one
+    builds: one at a time, at the lowest CPU priority, so that the build's time barely
+    changes; guest time counts instructions, so the figures do not change at all. When
+    the first of them is measured, its table is shown."""
+
+    def __init__(self, exp: Experiment, store: Store, how: Plan, initrds: dict[str, Path],
+                 failures: list[str], log: Callable[[str], None]) -> None:
+        self.exp, self.store, self.how, self.initrds = exp, store, how, initrds
+        self.failures, self.log = failures, log
+        self.pool = ThreadPoolExecutor(max_workers=1, initializer=_lowest_priority)
+        self.cancellation = lab.Cancellation()
+        self.futures: list[Future[None]] = []
+        self.measured: list[VariantRecord] = []
+
+    def submit(self, r: VariantRecord) -> None:
+        self.futures.append(self.pool.submit(self._runs, r))
+
+    def _runs(self, r: VariantRecord) -> None:
+        own = Store(self.store.path)   # an SQLite connection belongs to the thread that opened it
+        try:
+            while len(r.runs) < self.how.min_runs and self.cancellation.reason is None:
+                outcome = lab.run(r.prepared, r.build, own, self.how.options, self.initrds[r.prepared.spec.name],
+                                  _target(self.how, r), self.cancellation)
+                _outcome(r, outcome, self.how.mode, self.failures, self.log)
+            self.measured.append(r)
+            if len(self.measured) == 1:
+                report = build_report(f"{self.exp.name}: first look, while the other variants build",
+                                      self.exp.description, [r], own, self.how.mode)
+                self.log("first look (" + r.prepared.spec.name + " measured; the full table follows):\n"
+                         + render(report, "table"))
+        finally:
+            own.close()
+
+    def finish(self) -> None:
+        """Waits for the run under way; variants not yet started boot with the rest."""
+        self.drain()
+        for f in self.futures:
+            if not f.cancelled():
+                f.result()   # a run's LabError (an agent that does not match) stops the experiment
+
+    def drain(self) -> None:
+        """Waits for the run under way, and starts no other."""
+        for f in self.futures:
+            f.cancel()
+        self.pool.shutdown(wait=True)
+
+    def stop(self, reason: str) -> None:
+        """Ctrl-C during a build: the run under way ends as interrupted, keeping what it measured."""
+        self.cancellation.cancel(reason)
+        self.drain()
+
+
+def _lowest_priority() -> None:
+    # Linux's nice value belongs to the thread, and QEMU, started from it, inherits it.
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _earlier_runs(r: VariantRecord, store: Store, how: Plan, initrd: Path) -> list[lab.RunOutcome]:
