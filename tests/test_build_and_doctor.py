@@ -6,6 +6,7 @@ import pytest
 
 from kernellab import doctor
 from kernellab.build import _timed_make, first_error
+from kernellab.progress import Task
 
 
 def test_first_error_names_the_first_compiler_error(tmp_path):
@@ -49,7 +50,7 @@ def test_stopping_a_build_stops_every_process_make_started(tmp_path):
     signal.setitimer(signal.ITIMER_REAL, 0.5)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _timed_make(["sh", "-c", script], dict(os.environ), tmp_path / "build.log")
+            _timed_make(["sh", "-c", script], dict(os.environ), tmp_path / "build.log", Task(None, None))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
