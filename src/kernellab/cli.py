@@ -6,6 +6,7 @@ import argparse
 import csv
 import datetime
 import gc
+import importlib.metadata
 import io
 import json
 import sys
@@ -13,7 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import arches, doctor, modes, paths, prebuilt, progress, sources, toolchain
+import shtab
+from argparse_manpage.manpage import Manpage
+
+from . import arches, doctor, gate, modes, paths, prebuilt, progress, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, study, sweep
@@ -31,7 +35,7 @@ from .experiments.spec import (
 )
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
-from .report import attribution, auditreport, conclusion, configdiff, explanation, render, studyreport
+from .report import attribution, auditreport, conclusion, configdiff, explanation, junit, render, studyreport
 from .report.model import check_readable
 from .store import Store
 from .targets.accel import ACCELS
@@ -39,7 +43,14 @@ from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
 
 # One --format vocabulary; each command offers the formats that make sense for it.
-REPORT_FORMATS = ("table", "markdown", "json", "csv")
+REPORT_FORMATS = ("table", "markdown", "json", "csv", "junit")
+
+# The exit codes, documented in --help and the README. A failed run wins over a regression:
+# a gate that did not see every variant measured cannot vouch for the comparison.
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_REGRESSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = ("exit status: 0 ok; 1 a run failed: a panic, a hang, a crash (wins over 3); 2 usage or input "
+              "error, a config that does not build among them; 3 a --fail-on or --fail-on-regression rule "
+              "broken; 130 interrupted")
 
 
 def _log(message: str) -> None:
@@ -65,15 +76,42 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
+    rules, floor = _gate_rules(args)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
     report, failures = compare.run_experiment(exp, store, how, log=_log)
-    _output(render(report, args.format, args.all), args.output)
+    code = _report_and_gate(report, rules, floor, args)
     if failures:
         for f in failures:
             print(f"kernellab: error: {f}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_RUN_FAILED
+    return code
+
+
+def _gate_rules(args: argparse.Namespace) -> tuple[list[gate.Rule], conclusion.NoiseFloor]:
+    """The gate's rules and noise floor, checked before anything is measured."""
+    rules = list(args.fail_on or [])
+    if args.fail_on_regression is not None:
+        rules.append(gate.regression_rule(args.fail_on_regression))
+    if args.format == "junit" and not rules:
+        raise LabError("--format junit reports the gate: give --fail-on METRIC:+PCT or --fail-on-regression PCT")
+    floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
+    return rules, floor
+
+
+def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conclusion.NoiseFloor,
+                     args: argparse.Namespace) -> int:
+    """Writes the report, then says which rules broke: EXIT_REGRESSION when any did."""
+    checks = gate.check(report, rules, floor) if rules else []
+    text = junit.render(report, checks) if args.format == "junit" else render(report, args.format, args.all)
+    _output(text, args.output)
+    broken = [c for c in checks if c.broken]
+    for c in broken:
+        print(f"kernellab: regression: {c.metric} {c.variant}: {c.detail} (rule {c.rule.text})", file=sys.stderr)
+    if rules:
+        _log(f"gate: {len(checks) - len(broken)} of {len(checks)} checks passed "
+             f"(noise floor: {floor.origin})")
+    return EXIT_REGRESSION if broken else EXIT_OK
 
 
 def _placement(args: argparse.Namespace) -> Placement:
@@ -294,12 +332,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
+    rules, floor = _gate_rules(args)
     if isinstance(report, dict) and report.get("format") == studyreport.STUDY_FORMAT:
+        if rules:
+            raise LabError(f"{args.report} is a study's report; the gate reads a compare report "
+                           "(kernellab compare --format json -o FILE)")
         _output(studyreport.render(studyreport.check_readable(report, args.report, args.format), args.format),
                 args.output)
         return 0
-    _output(render(check_readable(report, args.report), args.format, args.all), args.output)
-    return 0
+    return _report_and_gate(check_readable(report, args.report), rules, floor, args)
 
 
 def cmd_study_list(args: argparse.Namespace) -> int:
@@ -332,6 +373,29 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
     return 1 if result.failures else 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("kernellab")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    # From the parser itself, so completion never lags behind a new option.
+    sys.stdout.write(shtab.complete(parser(), shell=args.shell))
+    return EXIT_OK
+
+
+def cmd_man(args: argparse.Namespace) -> int:
+    page = Manpage(parser())
+    # The attributes argparse-manpage asks callers to set (its private _data is not for us).
+    page.source = f"kernellab {_version()}"
+    page.manual = "kernellab manual"
+    page.description = "build, boot, measure and compare Linux kernel variants"
+    sys.stdout.write(str(page) + "\n")
+    return EXIT_OK
 
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
@@ -383,9 +447,28 @@ def _positive(text: str) -> float:
     return value
 
 
+def _rule(text: str) -> gate.Rule:
+    try:
+        return gate.parse_rule(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kernellab",
-                                  description="Build, boot, measure and compare Linux kernel variants.")
+                                  description="Build, boot, measure and compare Linux kernel variants.",
+                                  epilog=EXIT_CODES)
+    top.add_argument("--version", action="version", version=f"kernellab {_version()}")
     store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
     top.add_argument("--store", default=None, help=store_help)
     # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
@@ -441,6 +524,18 @@ def parser() -> argparse.ArgumentParser:
     def metric_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--metric", required=True, help=help)
 
+    def floor_opt(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--noise-floor", metavar="FILE",
+                       help="TOML with [floor] METRIC = PCT: changes within it are no difference (default: none)")
+
+    def gate_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--fail-on", action="append", type=_rule, metavar="METRIC:[+-]PCT",
+                       help="exit 3 when METRIC rises (+) or falls (-) by more than PCT %%, or without a "
+                            "sign gets worse by more, in any variant against the first (repeatable)")
+        p.add_argument("--fail-on-regression", type=_percent, metavar="PCT",
+                       help="exit 3 when any metric gets worse by more than PCT %% in any variant")
+        floor_opt(p)
+
     wall = modes.get("wall")
     c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)",
                 cmd_compare)
@@ -461,6 +556,7 @@ def parser() -> argparse.ArgumentParser:
     format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
+    gate_opts(c)
 
     b = command("build", "resolve and build one variant", cmd_build)
     b.add_argument("variant")
@@ -534,6 +630,7 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sh, *REPORT_FORMATS)
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
+    gate_opts(sh)
 
     st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
     st_sub = st.add_subparsers(dest="study_command", required=True)
@@ -550,8 +647,7 @@ def parser() -> argparse.ArgumentParser:
     sr.add_argument("--quick", action="store_true",
                     help="the study's smallest meaningful form (one arch, the fewest builds, no sweep); "
                          "its report says so")
-    sr.add_argument("--noise-floor", metavar="FILE",
-                    help="TOML with [floor] METRIC = PCT: changes within it are no difference (default: none)")
+    floor_opt(sr)
     sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds before a guest counts as hung")
     format_opt(sr, *studyreport.FORMATS)
@@ -573,6 +669,11 @@ def parser() -> argparse.ArgumentParser:
     lj.add_argument("--output", "-o", help="write the job to a file")
     variant_opts(lj)
 
+    comp = command("completion", "print a shell completion script: "
+                   "`source <(kernellab completion bash)`, or save it where your shell looks", cmd_completion)
+    comp.add_argument("shell", choices=("bash", "zsh"))
+    command("man", "print the manual page: `kernellab man | man -l -`", cmd_man)
+
     il = command("import-lava", "store the agent's records from a LAVA job log as a run of the variant",
                  cmd_import_lava)
     il.add_argument("log", help="the job's log.yaml (lavacli jobs logs --raw JOB)")
@@ -592,11 +693,11 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except LabError as exc:
         print(f"kernellab: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt as exc:
         why = exc.args[0] if exc.args else "Ctrl-C"
         print(f"kernellab: interrupted ({why}); every sample measured so far is in the store", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
