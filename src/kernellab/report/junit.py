@@ -25,5 +25,6 @@ def render(report: dict[str, Any], checks: Sequence[Check]) -> str:
         suite.add_testcase(case)
     xml = JUnitXml("kernellab")
     xml.add_testsuite(suite)
-    xml.update_statistics()
-    return xml.tostring().decode() + "\n"
+    xml.update_statistics()  # type: ignore[no-untyped-call]
+    text: bytes = xml.tostring()  # type: ignore[no-untyped-call]
+    return text.decode() + "\n"

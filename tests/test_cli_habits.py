@@ -1,0 +1,96 @@
+"""What people expect of a command-line tool: --version, shell completion, a man page,
+and CI examples whose command lines kernellab itself accepts."""
+
+import importlib.metadata
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernellab import cli
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+KERNELLAB = [sys.executable, "-m", "kernellab.cli"]
+
+
+def subcommands(parser, prefix=()):
+    """Every command path the parser knows: ('compare',), ('config', 'diff'), ..."""
+    for action in parser._actions:
+        if hasattr(action, "choices") and isinstance(action.choices, dict):
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from subcommands(sub, (*prefix, name))
+
+
+def test_version_is_the_installed_packages(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"kernellab {importlib.metadata.version('kernellab')}\n"
+
+
+def _bash_complete(words: str) -> list[str]:
+    """What bash offers for `words` (the cursor after the last one), with kernellab's
+    completion script sourced as a user would."""
+    script = subprocess.run([*KERNELLAB, "completion", "bash"], capture_output=True, text=True, check=True).stdout
+    probe = (f"{script}\n"
+             f"COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); COMP_LINE='{words}'; "
+             f"COMP_POINT=${{#COMP_LINE}}\n"
+             "fn=$(complete -p kernellab | sed -E 's/.* -F ([^ ]+) .*/\\1/'); $fn kernellab; "
+             "printf '%s\\n' \"${COMPREPLY[@]}\"")
+    done = subprocess.run(["bash", "--norc", "-c", probe], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_bash_completes_commands_and_options_from_the_parser():
+    assert "compare" in _bash_complete("kernellab com")
+    assert {"--fail-on", "--fail-on-regression"} <= set(_bash_complete("kernellab compare --fail"))
+    assert _bash_complete("kernellab study r") == ["run"]
+
+
+def test_zsh_completion_is_valid_zsh_and_knows_every_command():
+    script = subprocess.run([*KERNELLAB, "completion", "zsh"], capture_output=True, text=True, check=True).stdout
+    assert script.startswith("#compdef kernellab")
+    checked = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    for path in subcommands(cli.parser()):
+        assert re.search(rf"\b{re.escape(path[-1])}\b", script), path
+
+
+def test_the_man_page_renders_and_names_every_command():
+    page = subprocess.run([*KERNELLAB, "man"], capture_output=True, text=True, check=True).stdout
+    rendered = subprocess.run(["groff", "-man", "-Tutf8", "-P-c"], input=page, capture_output=True, text=True)
+    assert rendered.returncode == 0
+    text = re.sub(r".\x08", "", rendered.stdout)    # overstrike bold
+    assert "kernellab - build, boot, measure and compare Linux kernel variants" in text
+    for path in subcommands(cli.parser()):
+        assert f"kernellab {' '.join(path)}" in text, path
+    assert "3 a --fail-on or --fail-on-regression rule" in re.sub(r"\s+", " ", text)   # the exit codes
+
+
+def _kernellab_lines(value):
+    """The kernellab command lines in a CI file's strings."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _kernellab_lines(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _kernellab_lines(v)
+    elif isinstance(value, str):
+        for line in value.splitlines():
+            if "bin/kernellab " in line:
+                yield line
+
+
+@pytest.mark.parametrize("name", ["gitlab-ci.yml", "github-actions.yml"])
+def test_the_ci_examples_are_yaml_whose_kernellab_lines_kernellab_accepts(name):
+    lines = list(_kernellab_lines(yaml.safe_load((EXAMPLES / name).read_text())))
+    assert any("--fail-on" in line for line in lines)
+    for line in lines:
+        words = shlex.split(line.split("bin/kernellab ", 1)[1].split("||")[0])
+        args = cli.parser().parse_args(words)    # exits (fails the test) on anything it refuses
+        assert args.command == "runs" or args.fail_on or args.fail_on_regression is not None
