@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from browser import browser  # noqa: F401  (one headless Chromium, for the HTML reports' tests)
 from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fake_lab.py)
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short

@@ -1,3 +1,9 @@
 """kernellab: build, boot, measure and compare Linux kernel variants."""
 
-__version__ = "0.1.0"
+from importlib import metadata
+
+# The version is pyproject.toml's, as installed: stated once.
+try:
+    __version__ = metadata.version("kernellab")
+except metadata.PackageNotFoundError:
+    __version__ = "unknown (not installed: pip install -e .)"

@@ -6,7 +6,6 @@ import argparse
 import csv
 import datetime
 import gc
-import importlib.metadata
 import io
 import json
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 import shtab
 from argparse_manpage.manpage import Manpage
 
-from . import arches, doctor, gate, modes, paths, prebuilt, progress, sources, toolchain
+from . import __version__, arches, doctor, gate, modes, paths, prebuilt, progress, sources, toolchain
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, study, sweep
@@ -35,7 +34,7 @@ from .experiments.spec import (
 )
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
-from .report import attribution, auditreport, conclusion, configdiff, explanation, junit, render, studyreport
+from .report import attribution, auditreport, conclusion, configdiff, explanation, html, junit, render, studyreport
 from .report.model import check_readable
 from .store import Store
 from .targets.accel import ACCELS
@@ -43,7 +42,7 @@ from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
 
 # One --format vocabulary; each command offers the formats that make sense for it.
-REPORT_FORMATS = ("table", "markdown", "json", "csv", "junit")
+REPORT_FORMATS = ("table", "markdown", "json", "csv", "html", "junit")
 
 # The exit codes, documented in --help and the README. A failed run wins over a regression:
 # a gate that did not see every variant measured cannot vouch for the comparison.
@@ -103,7 +102,12 @@ def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conc
                      args: argparse.Namespace) -> int:
     """Writes the report, then says which rules broke: EXIT_REGRESSION when any did."""
     checks = gate.check(report, rules, floor) if rules else []
-    text = junit.render(report, checks) if args.format == "junit" else render(report, args.format, args.all)
+    if args.format == "junit":
+        text = junit.render(report, checks)
+    elif args.format == "html":
+        text = html.compare_page(report, floor)
+    else:
+        text = render(report, args.format, args.all)
     _output(text, args.output)
     broken = [c for c in checks if c.broken]
     for c in broken:
@@ -280,8 +284,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
-    sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n" if args.format == "json"
-                     else auditreport.render_table(report))
+    if args.format == "html":
+        _output(html.audit_page(report.to_json(), args.config, args.profile), None)
+    else:
+        _output(json.dumps(report.to_json(), indent=2) + "\n" if args.format == "json"
+                else auditreport.render_table(report), None)
     return 0
 
 
@@ -308,8 +315,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         base = good
         flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log)
-    sys.stdout.write(_json(result.to_dict()) if args.format == "json"
-                     else attribution.sweep_text(result.to_dict()))
+    views = {"json": _json, "html": html.sweep_page, "table": attribution.sweep_text}
+    _output(views[args.format](result.to_dict()), None)
     return 0
 
 
@@ -322,7 +329,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     bisector = Bisector.for_variants(store, _variant(args.good, args), _variant(args.bad, args), metric,
                                      args.mode, args.threshold, log=_log)
     result = bisector.run().to_dict()
-    sys.stdout.write(_json(result) if args.format == "json" else attribution.bisect_text(result))
+    text = attribution.bisect_text(result)
+    _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
+            else text, None)
     return 0
 
 
@@ -375,13 +384,6 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("kernellab")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
-
-
 def cmd_completion(args: argparse.Namespace) -> int:
     # From the parser itself, so completion never lags behind a new option.
     sys.stdout.write(shtab.complete(parser(), shell=args.shell))
@@ -391,7 +393,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 def cmd_man(args: argparse.Namespace) -> int:
     page = Manpage(parser())
     # The attributes argparse-manpage asks callers to set (its private _data is not for us).
-    page.source = f"kernellab {_version()}"
+    page.source = f"kernellab {__version__}"
     page.manual = "kernellab manual"
     page.description = "build, boot, measure and compare Linux kernel variants"
     sys.stdout.write(str(page) + "\n")
@@ -468,7 +470,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kernellab",
                                   description="Build, boot, measure and compare Linux kernel variants.",
                                   epilog=EXIT_CODES)
-    top.add_argument("--version", action="version", version=f"kernellab {_version()}")
+    top.add_argument("--version", action="version", version=f"kernellab {__version__}")
     store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
     top.add_argument("--store", default=None, help=store_help)
     # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
@@ -600,7 +602,7 @@ def parser() -> argparse.ArgumentParser:
                                    "prebuilt image (debian-image:6.12-cloud: its own config)")
     machine_opts(a, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     a.add_argument("--profile", required=True, choices=PROFILES)
-    format_opt(a, "table", "json")
+    format_opt(a, "table", "json", "html")
     a.add_argument("--fragment", help="write a config fragment applying the recommended changes")
     variant_opts(a)
 
@@ -612,7 +614,7 @@ def parser() -> argparse.ArgumentParser:
     metric_opt(sw, "metric(s), comma-separated, e.g. proc.fork_exit")
     mode_opt(sw, modes.DEFAULT)
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
-    format_opt(sw, "table", "json")
+    format_opt(sw, "table", "json", "html")
     variant_opts(sw)
 
     bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
@@ -622,7 +624,7 @@ def parser() -> argparse.ArgumentParser:
     bi.add_argument("--threshold", type=_positive, default=2.0,
                     help="smallest change that counts, in %% of the lower probe's value (default 2)")
     mode_opt(bi, modes.DEFAULT)
-    format_opt(bi, "table", "json")
+    format_opt(bi, "table", "json", "html")
     variant_opts(bi)
 
     sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)

@@ -178,10 +178,17 @@ def summary(report: dict[str, Any], threshold_pct: float = 5.0) -> str:
     """A written summary in the manner of the seed studies: the changes that matter.
     In wall mode only significant changes count; in icount mode the differences are
     exact, and those of at least threshold_pct are named."""
-    names = [v["name"] for v in report["variants"]]
-    if len(names) < 2:
-        return ""
     parts = []
+    for headline, groups in summary_parts(report, threshold_pct):
+        parts.append(f"{headline} - {'; '.join(groups)}." if groups else headline)
+    return "\n".join(parts)
+
+
+def summary_parts(report: dict[str, Any], threshold_pct: float = 5.0) -> list[tuple[str, list[str]]]:
+    """The summary's structure: per variant, a headline and one phrase per metric group
+    ("syscalls: fstat +2289% (worse), ...")."""
+    names = [v["name"] for v in report["variants"]]
+    parts: list[tuple[str, list[str]]] = []
     for other in names[1:]:
         big = []
         for m in shown_metrics(report, show_all=False):
@@ -191,11 +198,11 @@ def summary(report: dict[str, Any], threshold_pct: float = 5.0) -> str:
             if c["significant"] if c["testable"] else abs(c["delta_pct"]) >= threshold_pct:
                 big.append((m, c))
         if not big:
-            parts.append(f"{other}: no change of note against {names[0]}.")
+            parts.append((f"{other}: no change of note against {names[0]}.", []))
             continue
         by_group: dict[str, list[str]] = {}
         for m, c in sorted(big, key=lambda mc: -abs(mc[1]["delta_pct"])):
             by_group.setdefault(m["group"], []).append(f"{m['label']} {c['delta_pct']:+.0f}% ({c['direction']})")
-        text = "; ".join(f"{g}: {', '.join(items[:4])}" for g, items in by_group.items())
-        parts.append(f"{other} vs {names[0]} ({report['mode']} mode) - {text}.")
-    return "\n".join(parts)
+        parts.append((f"{other} vs {names[0]} ({report['mode']} mode)",
+                      [f"{g}: {', '.join(items[:4])}" for g, items in by_group.items()]))
+    return parts
