@@ -56,10 +56,17 @@ def test_the_report_matches_its_schema_and_version(report):
 
 
 def test_show_refuses_a_report_it_cannot_read():
-    with pytest.raises(LabError, match="r.json has no format_version .*reads format 2: rerun"):
+    with pytest.raises(LabError, match="r.json has no format_version .*reads formats 2, 3: rerun"):
         check_readable({"metrics": []}, "r.json")
-    with pytest.raises(LabError, match="r.json is format 9; this kernellab reads format 2"):
+    with pytest.raises(LabError, match="r.json is format 9; this kernellab reads formats 2, 3"):
         check_readable({"metrics": [], "format_version": 9}, "r.json")
+
+
+def test_show_reads_a_format_2_report_which_has_no_size(report):
+    older = {k: v for k, v in report.items() if k != "size"} | {"format_version": 2}
+    assert check_readable(json.loads(json.dumps(older)), "old.json")["format_version"] == 2
+    for fmt in ("table", "markdown", "csv", "json"):
+        assert render(older, fmt)
     with pytest.raises(LabError, match="is not a kernellab report"):
         check_readable([1, 2], "r.json")
 

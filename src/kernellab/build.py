@@ -27,8 +27,9 @@ from .arches import ArchProfile
 from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
 from .errors import LabError
-from .locks import locked
+from .locks import locked, locked_if_free
 from .metrics.catalog import catalog, from_source
+from .size import objects
 from .sources import Source
 from .toolchain import Toolchain, ccache_counts, ccache_version, make_vars
 
@@ -108,6 +109,7 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     key = build_key(source, profile, toolchain, config)
     hit = cached_build(key)
     if hit is not None:
+        record_objects_late(hit, build_tree(source, profile, toolchain))
         return hit
     jobs = jobs or os.cpu_count() or 1
     tree = build_tree(source, profile, toolchain)
@@ -137,6 +139,7 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
         shutil.copy2(tree / "vmlinux", artifacts / "vmlinux")
         shutil.copy2(tree / "System.map", artifacts / "System.map")
         (artifacts / "config").write_text(config.text)
+        objects.record(tree, tree / "vmlinux", artifacts / objects.RECORD)
     sizes = berkeley_size(artifacts / "vmlinux")
     result = Build(key=key, artifacts=artifacts, image=image, wall_s=wall_s, user_s=user_s,
                    sys_s=sys_s, image_bytes=image.stat().st_size,
@@ -148,6 +151,18 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
     tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
     return result
+
+
+def record_objects_late(hit: Build, tree: Path) -> None:
+    """A build made before kernellab recorded objects: record them if the shared tree still
+    holds exactly that build (its vmlinux is the artifact's copy), never waiting for a tree
+    another command is building in."""
+    if (hit.artifacts / objects.RECORD).exists() or not (tree / "vmlinux").exists():
+        return
+    with locked_if_free(tree) as free:
+        ours, theirs = (tree / "vmlinux").stat(), (hit.artifacts / "vmlinux").stat()
+        if free and (ours.st_size, ours.st_mtime_ns) == (theirs.st_size, theirs.st_mtime_ns):
+            objects.record(tree, tree / "vmlinux", hit.artifacts / objects.RECORD)
 
 
 def build_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Path:

@@ -8,6 +8,7 @@ import datetime
 import gc
 import io
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import shtab
 from argparse_manpage.manpage import Manpage
 
 from . import __version__, arches, doctor, gate, modes, paths, prebuilt, progress, sources, toolchain
+from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, lab, lava, study, sweep
@@ -36,6 +38,9 @@ from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
 from .report import attribution, auditreport, conclusion, configdiff, explanation, html, junit, render, studyreport
 from .report.model import check_readable
+from .size import objects as size_objects
+from .size import symbols as size_symbols
+from .size import view as size_view
 from .store import Store
 from .targets.accel import ACCELS
 from .targets.kexec import COME_BACK_S
@@ -384,6 +389,39 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def _sized(text: str, args: argparse.Namespace) -> size_view.Kernel:
+    """A vmlinux path, or a variant that is built already (`size` never builds)."""
+    path = Path(text)
+    if path.is_file():
+        return size_view.Kernel(path.name if path.name != "vmlinux" else str(path), path,
+                                size_objects.load(path.parent) if (path.parent / "build.json").exists() else None)
+    p = lab.prepare(_variant(text, args))
+    if p.toolchain is None:
+        raise LabError(f"{p.spec.name} is not built by kernellab (a prebuilt or running kernel): "
+                       "give the path of its vmlinux")
+    built = cached_build(build_key(p.source, p.profile, p.toolchain, p.config))
+    if built is not None:
+        record_objects_late(built, build_tree(p.source, p.profile, p.toolchain))
+    else:
+        raise LabError(f"{p.spec.name} is not built yet: run `kernellab build {shlex.quote(text)}` first "
+                       "(size reads what a build left, it never builds)")
+    return size_view.kernel(p.spec.name, built.artifacts)
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    if len(args.variants) < 2:
+        raise LabError("size compares kernels: give at least two (built variants or vmlinux paths)")
+    kernels = [_sized(v, args) for v in args.variants]
+    if args.format == "bloat-o-meter":
+        _output("".join(size_symbols.as_bloat_o_meter(size_symbols.bloat(kernels[0].vmlinux, k.vmlinux, s),
+                                                      size_symbols.TITLES[s])
+                        for k in kernels[1:] for s in size_symbols.SECTIONS), None)
+        return EXIT_OK
+    result = size_view.compare(kernels, args.top)
+    _output(_json(result) if args.format == "json" else size_view.text(result), None)
+    return EXIT_OK
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     # From the parser itself, so completion never lags behind a new option.
     sys.stdout.write(shtab.complete(parser(), shell=args.shell))
@@ -670,6 +708,14 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds the kernel and the agent may take once the bootloader starts them")
     lj.add_argument("--output", "-o", help="write the job to a file")
     variant_opts(lj)
+
+    sz = command("size", "where the image's bytes go: symbols (as scripts/bloat-o-meter) and directories, "
+                 "the first kernel against each other", cmd_size)
+    sz.add_argument("variants", nargs="+", metavar="VARIANT_OR_VMLINUX",
+                    help="a built variant (as compare takes it) or the path of a vmlinux; at least two")
+    sz.add_argument("--top", type=_at_least_one, default=size_view.TOP, help="rows of symbols and directories")
+    format_opt(sz, "table", "json", "bloat-o-meter")
+    variant_opts(sz)
 
     comp = command("completion", "print a shell completion script: "
                    "`source <(kernellab completion bash)`, or save it where your shell looks", cmd_completion)

@@ -71,7 +71,7 @@ class FakeLab:
             db.close()
 
 
-SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect")
+SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size")
 
 
 def use_fake_qemu(monkeypatch, binary: Path) -> None:

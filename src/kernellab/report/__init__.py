@@ -112,9 +112,31 @@ def header_lines(report: dict[str, Any]) -> list[str]:
 
 def footer_lines(report: dict[str, Any]) -> list[str]:
     hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
-    if not hidden:
+    lines = size_lines(report)
+    if hidden:
+        lines.append(f"not shown, meaningless in {report['mode']} mode (measured, kept in JSON/CSV): "
+                     f"{', '.join(hidden)}")
+    return lines
+
+
+SIZE_ROWS = 5
+
+
+def size_lines(report: dict[str, Any]) -> list[str]:
+    """Where the size went, in a few lines: the directories and symbols that moved most
+    (`kernellab size` and the JSON have the rest)."""
+    size = report.get("size")
+    if not size:
         return []
-    return [f"not shown, meaningless in {report['mode']} mode (measured, kept in JSON/CSV): {', '.join(hidden)}"]
+    lines = []
+    for name, c in size["changes"].items():
+        dirs = ", ".join(f"{r['dir']} {r['delta']:+,}" for r in c["dirs"][:SIZE_ROWS] if r["delta"])
+        syms = ", ".join(f"{r['name']} {r['delta']:+,}" for r in c["symbols"][:SIZE_ROWS])
+        code = c["sections"]["code"]
+        lines.append(f"size, {name} against {size['baseline']} (bytes): code symbols "
+                     f"{code['after'] - code['before']:+,}" + (f"; by directory: {dirs}" if dirs else "")
+                     + (f"; symbols: {syms}" if syms else ""))
+    return lines
 
 
 def shown_metrics(report: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:

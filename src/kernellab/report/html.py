@@ -285,21 +285,30 @@ def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor
 
 def size_section(size: dict[str, Any]) -> Section:
     """Where the image's bytes go (report["size"]): by directory, and the symbols that moved most."""
-    section = Section("Image size: where it goes")
+    section = Section("Image size: where it goes", paragraphs=[size["how"]])
     rows = [{"variant": name, "dir": d["dir"], "KiB": round((d["text"] + d["data"] + d["bss"]) / 1024, 1)}
-            for name, v in size.get("variants", {}).items() for d in v.get("by_dir", [])]
+            for name, v in size["variants"].items() for d in v["by_dir"]]
     if rows:
         top = sorted({r["dir"] for r in rows}, key=lambda d: -max(r["KiB"] for r in rows if r["dir"] == d))[:12]
         chart = alt.Chart(_data([r for r in rows if r["dir"] in top])).mark_bar().encode(
             x=alt.X("KiB:Q", title="text + data + bss, KiB"), y=alt.Y("dir:N", sort=top, title=None),
             yOffset="variant:N", color="variant:N", tooltip=["dir:N", "variant:N", "KiB:Q"])
         section.charts.append(Chart("By directory (the largest)", chart.properties(width=_WIDTH).to_dict()))
-    symbols = size.get("changes", {}).get("symbols", [])
-    if symbols:
-        section.tables.append(Table(["symbol", "section", "old", "new", "delta"], [
-            Row([Cell(s["name"]), Cell(s.get("type", "")), Cell(str(s.get("old", "")), "num"),
-                 Cell(str(s.get("new", "")), "num"), Cell(f"{s.get('delta', 0):+d}", "num")]) for s in symbols],
-            "The symbols that changed most (bytes)"))
+    for name, c in size["changes"].items():
+        against = f"{name} against {size['baseline']}"
+        section.tables.append(Table(["section", "added", "removed", "grown", "shrunk", "before", "after"], [
+            Row([Cell(sec), *(Cell(f"{t[k]:,}", "num") for k in ("added", "removed", "grown", "shrunk", "before",
+                                                                 "after"))])
+            for sec, t in c["sections"].items()], f"{against}: symbols per section (bytes)"))
+        if c["dirs"]:
+            section.tables.append(Table(["directory", "old", "new", "delta"], [
+                Row([Cell(r["dir"]), Cell(f"{sum(r['old']):,}", "num"), Cell(f"{sum(r['new']):,}", "num"),
+                     Cell(f"{r['delta']:+,}", "num")]) for r in c["dirs"] + c["subdirs"] if r["delta"]],
+                f"{against}: directories that changed (text + data + bss, bytes)"))
+        section.tables.append(Table(["symbol", "section", "old", "new", "delta", "change"], [
+            Row([Cell(r["name"]), Cell(r["section"]), Cell(_plain(r["old"]), "num"), Cell(_plain(r["new"]), "num"),
+                 Cell(f"{r['delta']:+,}", "num"), Cell(r["change"])]) for r in c["symbols"]],
+            f"{against}: the symbols that changed most (bytes)"))
     return section
 
 

@@ -11,17 +11,22 @@ import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import host, modes
 from ..arches import BUILD_ONLY_NOTE
 from ..errors import LabError
 from ..metrics.catalog import describe, sort_key
+from ..size import view as size_view
 from ..stats import DETERMINISTIC_REASON, compare_all, summarize
 from ..store import Store
 
 # 2: format_version itself, boot parameters and sysctls, the target of each run.
-FORMAT_VERSION = 2
+# 3: "size", where the image's bytes go (symbols and directories), when variants were built.
+FORMAT_VERSION = 3
+# The versions `show` reads: each later one only adds keys the views treat as optional.
+READABLE_VERSIONS = (2, 3)
 ALPHA = 0.05
 
 
@@ -121,7 +126,16 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         "machine": host.describe(),
         "variants": [_variant_json(r, store) for r in records],
         "metrics": metrics,
+        **({"size": size} if (size := _size(records)) else {}),
     }
+
+
+def _size(records: list[VariantRecord]) -> dict[str, Any] | None:
+    """Where the image's bytes go, the first variant against the others that kernellab built."""
+    built = [r for r in records if r.build is not None and (Path(r.build.artifacts) / "vmlinux").is_file()]
+    if len(built) < 2 or built[0] is not records[0]:
+        return None
+    return size_view.compare([size_view.kernel(r.prepared.spec.name, Path(r.build.artifacts)) for r in built])
 
 
 def _compare(metrics: list[dict[str, Any]], names: list[str], mode: str) -> None:
@@ -194,9 +208,10 @@ def check_readable(report: Any, origin: str) -> dict[str, Any]:
         raise LabError(f"{origin} is not a kernellab report: write one with "
                        "`kernellab compare --format json -o FILE`")
     version = report.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         said = "has no format_version (kernellab before 0.2)" if version is None else f"is format {version}"
-        raise LabError(f"{origin} {said}; this kernellab reads format {FORMAT_VERSION}: "
+        raise LabError(f"{origin} {said}; this kernellab reads formats "
+                       f"{', '.join(map(str, READABLE_VERSIONS))}: "
                        "rerun the experiment (its builds and samples are in the store) or use the "
                        "kernellab that wrote it")
     return report
