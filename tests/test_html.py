@@ -76,7 +76,7 @@ def test_names_and_config_strings_from_outside_stay_text(lab, capsys, browser, t
     shown(browser, page, tmp_path, min_charts=3)
     assert no_alert(browser)
     assert browser.title == "kernellab compare: command line"
-    assert HOSTILE in browser.find_element(By.TAG_NAME, "table").text       # shown, as text
+    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "#all-metrics table").text   # shown, as text
     # The chart's legend shows the name too: the data reached Vega intact.
     assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "[data-chart] svg").get_attribute("textContent")
 

@@ -370,7 +370,7 @@ def test_a_saved_study_report_is_shown_again(lab, capsys):
     text = capsys.readouterr().out
     assert text.startswith("### Study fakestudy") and "#### Summary" in text and report["summary"][0] in text
     assert lab.main("show", str(saved), "--format", "csv") == 2
-    assert "a study report renders as table, markdown, json, not csv" in capsys.readouterr().err
+    assert "a study report renders as table, markdown, json, html, not csv" in capsys.readouterr().err
     saved.write_text(json.dumps({k: v for k, v in report.items() if k != "wall_s"}))
     assert lab.main("show", str(saved)) == 2
     assert "is not a complete study report (no 'wall_s')" in capsys.readouterr().err
