@@ -21,7 +21,7 @@ from . import __version__, arches, doctor, gate, modes, paths, prebuilt, progres
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import compare, lab, lava, study, sweep
+from .experiments import compare, floor, lab, lava, study, sweep
 from .experiments.bisect import Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
@@ -80,11 +80,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
-    rules, floor = _gate_rules(args)
+    rules = _gate_rules(args)
+    noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
     report, failures = compare.run_experiment(exp, store, how, log=_log)
-    code = _report_and_gate(report, rules, floor, args)
+    # The floor the report was judged by travels with it: `show` and a later gate reuse it.
+    report["noise_floor"] = {"origin": noise.origin,
+                             "pct": {m["name"]: noise.of(m["name"]) for m in report["metrics"] if noise.of(m["name"])}}
+    code = _report_and_gate(report, rules, noise, args)
     if failures:
         for f in failures:
             print(f"kernellab: error: {f}", file=sys.stderr)
@@ -92,15 +96,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return code
 
 
-def _gate_rules(args: argparse.Namespace) -> tuple[list[gate.Rule], conclusion.NoiseFloor]:
-    """The gate's rules and noise floor, checked before anything is measured."""
+def _gate_rules(args: argparse.Namespace) -> list[gate.Rule]:
+    """The gate's rules, checked before anything is measured."""
     rules = list(args.fail_on or [])
     if args.fail_on_regression is not None:
         rules.append(gate.regression_rule(args.fail_on_regression))
     if args.format == "junit" and not rules:
         raise LabError("--format junit reports the gate: give --fail-on METRIC:+PCT or --fail-on-regression PCT")
-    floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
-    return rules, floor
+    return rules
 
 
 def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conclusion.NoiseFloor,
@@ -325,14 +328,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_THRESHOLD = 2.0
+MIN_THRESHOLD = 0.1   # below this a probe's exact difference is rounding, not the option
+
+
+def cmd_noise_floor(args: argparse.Namespace) -> int:
+    base = _variant(args.base, args)
+    options = [o.strip() for o in args.options.split(",") if o.strip()] if args.options else None
+    result = floor.measure(_store(args), base, args.mode, options, log=_log)
+    path = floor.save(lab.prepare(base), result)
+    _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
+    _output(_json(result.to_dict()) if args.format == "json" else floor.text(result), None)
+    return EXIT_OK
+
+
+def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> conclusion.NoiseFloor:
+    """--noise-floor FILE, else the floor measured for the first variant's kernels, else none."""
+    if args.noise_floor:
+        return conclusion.load_floor(Path(args.noise_floor))
+    if first is not None:
+        p = lab.prepare(first)
+        if p.toolchain is not None and (measured := floor.load_for(p)) is not None:
+            return measured.noise_floor()
+    return conclusion.NoiseFloor()
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     store = _store(args)
     metrics = _metrics(args.metric)
     if len(metrics) > 1:
         raise LabError("bisect follows one metric; run it once per metric")
     metric = metrics[0]
-    bisector = Bisector.for_variants(store, _variant(args.good, args), _variant(args.bad, args), metric,
-                                     args.mode, args.threshold, log=_log)
+    good = _variant(args.good, args)
+    threshold = args.threshold
+    if threshold is None:
+        measured = floor.load_for(lab.prepare(good))
+        # The smallest change that is more than layout noise; 2% where nobody measured it.
+        threshold = max(measured.pct.get(metric, 0.0), MIN_THRESHOLD) if measured else DEFAULT_THRESHOLD
+        _log(f"threshold {threshold:.2f}%: " + (f"the noise floor of {metric} ({measured.measured})" if measured
+                                                else "no noise floor measured for GOOD's kernels "
+                                                     "(kernellab noise-floor measures it)"))
+    bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold, log=_log)
     result = bisector.run().to_dict()
     text = attribution.bisect_text(result)
     _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
@@ -346,7 +382,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
-    rules, floor = _gate_rules(args)
+    rules = _gate_rules(args)
     if isinstance(report, dict) and report.get("format") == studyreport.STUDY_FORMAT:
         if rules:
             raise LabError(f"{args.report} is a study's report; the gate reads a compare report "
@@ -354,7 +390,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         _output(studyreport.render(studyreport.check_readable(report, args.report, args.format), args.format),
                 args.output)
         return 0
-    return _report_and_gate(check_readable(report, args.report), rules, floor, args)
+    report = check_readable(report, args.report)
+    recorded = report.get("noise_floor")
+    noise = (conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor
+             else conclusion.NoiseFloor(recorded["pct"], recorded["origin"]) if recorded else conclusion.NoiseFloor())
+    return _report_and_gate(report, rules, noise, args)
 
 
 def cmd_study_list(args: argparse.Namespace) -> int:
@@ -659,8 +699,9 @@ def parser() -> argparse.ArgumentParser:
     bi.add_argument("good")
     bi.add_argument("bad")
     metric_opt(bi, "the metric, e.g. proc.fork_exit")
-    bi.add_argument("--threshold", type=_positive, default=2.0,
-                    help="smallest change that counts, in %% of the lower probe's value (default 2)")
+    bi.add_argument("--threshold", type=_positive, default=None,
+                    help="smallest change that counts, in %% of the lower probe's value (default: the metric's "
+                         f"noise floor where measured, else {DEFAULT_THRESHOLD:g})")
     mode_opt(bi, modes.DEFAULT)
     format_opt(bi, "table", "json", "html")
     variant_opts(bi)
@@ -671,6 +712,15 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
     gate_opts(sh)
+
+    nf = command("noise-floor", "measure how far code that never runs moves each metric (memory layout): "
+                 "the floor below which a change is no difference", cmd_noise_floor)
+    nf.add_argument("base", nargs="?", default="lab-minimal", help="the base variant (default lab-minimal)")
+    nf.add_argument("--options", help="the neutral options to flip, comma-separated (default: "
+                                      "src/kernellab/metrics/neutral.toml; at least 8)")
+    mode_opt(nf, modes.DEFAULT)
+    format_opt(nf, "table", "json")
+    variant_opts(nf)
 
     st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
     st_sub = st.add_subparsers(dest="study_command", required=True)

@@ -71,7 +71,7 @@ class FakeLab:
             db.close()
 
 
-SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size")
+SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "noise-floor")
 
 
 def use_fake_qemu(monkeypatch, binary: Path) -> None:

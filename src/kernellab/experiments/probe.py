@@ -41,6 +41,7 @@ class Prober:
     metrics: list[str]
     mode: str = modes.DEFAULT
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
+    tolerant: bool = False        # a metric the kernel does not measure is left empty, not an error
     builds: int = 0
     boots: int = 0
     probes: list[Probe] = field(default_factory=list)
@@ -110,6 +111,8 @@ class Prober:
             if m in FIGURE_METRICS:
                 continue
             if m not in by_metric:
+                if self.tolerant:
+                    continue
                 raise LabError(f"probe {probe.label}: run {run_id} measured no {m} "
                                f"(not available in this kernel? see `kernellab log {run_id}`)")
             probe.runs[m].append(statistics.median(by_metric[m]))

@@ -36,17 +36,25 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     return text
 
 
-def fmt_delta(metric: dict[str, Any], variant: str) -> str:
+def fmt_delta(metric: dict[str, Any], variant: str, floor_pct: float = 0.0) -> str:
     d = metric["delta_pct"].get(variant)
     if d is None:
         return "-"
     c = metric["comparison"].get(variant, {})
+    if c.get("ci_low_pct") is None and abs(d) <= floor_pct:
+        # An exact change that code which never runs also causes: not an effect.
+        return f"within floor ({d:+.1f}%, floor {floor_pct:.1f}%)"
     text = f"{d:+.1f}%"
     if c.get("ci_low_pct") is not None:
         text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"
     if c.get("significant"):
         text += "*"
     return text
+
+
+def floor_of(report: dict[str, Any], metric: str) -> float:
+    """The noise floor the report was judged by, for one metric (0: none)."""
+    return float(report.get("noise_floor", {}).get("pct", {}).get(metric, 0.0))
 
 
 def targets(report: dict[str, Any]) -> list[str]:
@@ -73,6 +81,7 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
              f"mode: {report['mode']} ({report['mode_note']})",
              f"runs: {runs}; statistics: {report['statistics']}",
+             *([f"noise floor: {report['noise_floor']['origin']}"] if report.get("noise_floor") else []),
              f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}",
              *(f"target: {t}" for t in targets(report))]
     for v in report["variants"]:
@@ -190,7 +199,7 @@ def _markdown(report: dict[str, Any], show_all: bool) -> str:
     lines.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
     for m in shown_metrics(report, show_all):
         cells = [m["label"], m["unit"]] + [fmt_cell(m["values"].get(n), m["unit"]) for n in names]
-        cells += [fmt_delta(m, n) for n in names[1:]]
+        cells += [fmt_delta(m, n, floor_of(report, m["name"])) for n in names[1:]]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [""] + footer_lines(report) + ["", summary(report)]
     return "\n".join(lines) + "\n"
@@ -216,6 +225,8 @@ def summary_parts(report: dict[str, Any], threshold_pct: float = 5.0) -> list[tu
         for m in shown_metrics(report, show_all=False):
             c = m["comparison"].get(other)
             if c is None or c["delta_pct"] is None or m["clock"] == "host":
+                continue
+            if not c["testable"] and abs(c["delta_pct"]) <= floor_of(report, m["name"]):
                 continue
             if c["significant"] if c["testable"] else abs(c["delta_pct"]) >= threshold_pct:
                 big.append((m, c))

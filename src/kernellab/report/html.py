@@ -23,7 +23,7 @@ import vl_convert
 
 from .. import __version__, modes
 from ..metrics.catalog import describe
-from . import fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
+from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
 from .conclusion import NoiseFloor, metric_delta
 
 
@@ -276,7 +276,7 @@ def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor
         for n in names[1:]:
             verdict = verdicts.get((m["label"], n), "")
             css = "significant" if verdict.endswith("worse") else "better" if verdict.endswith("better") else ""
-            cells.append(Cell(fmt_delta(m, n), f"num {css}".strip()))
+            cells.append(Cell(fmt_delta(m, n, floor_of(report, m["name"])), f"num {css}".strip()))
         rows.append(Row(cells))
     return Table(["metric", "unit", *names, *(f"Δ {n}" for n in names[1:])], rows)
 

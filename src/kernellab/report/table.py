@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import fmt_cell, fmt_delta, footer_lines, header_lines, shown_metrics, summary
+from . import floor_of, fmt_cell, fmt_delta, footer_lines, header_lines, shown_metrics, summary
 
 
 def table_text(report: dict[str, Any], show_all: bool = False) -> str:
@@ -28,8 +28,9 @@ def table_text(report: dict[str, Any], show_all: bool = False) -> str:
         deltas = []
         for n in names[1:]:
             c = m["comparison"].get(n)
-            text = fmt_delta(m, n)
-            notable = c is not None and (c["significant"] if c["testable"] else abs(c["delta_pct"] or 0) >= 1)
+            text = fmt_delta(m, n, floor_of(report, m["name"]))
+            notable = c is not None and not text.startswith("within floor") and (
+                c["significant"] if c["testable"] else abs(c["delta_pct"] or 0) >= 1)
             style = ("red" if c["direction"] == "worse" else "green") if notable else ""
             deltas.append(f"[{style}]{text}[/]" if style else text)
         table.add_row(m["label"], m["unit"], *[fmt_cell(m["values"].get(n), m["unit"]) for n in names], *deltas)

@@ -1,0 +1,155 @@
+"""The noise floor of each metric: how far code that never runs on the metric's path moves
+it, through memory layout alone.
+
+In icount mode reruns are bit-identical, yet adding an unrelated table or library moves some
+metrics by a few percent (fork+exit moved +2% to +7% with NLS code pages and crypto modules):
+where code and data land changes which cache lines and pages they share, and the emulated
+TLB and QEMU's translation blocks see it. That is not an effect of the option, so a change
+smaller than it is said to be "within the floor". The floor of a metric is the largest
+change any of the neutral options (metrics/neutral.toml) causes, flipped one at a time
+from a base; it is kept per source, arch, compiler and base, and every report, gate, sweep
+and bisect of such kernels reads it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, datafile, modes, paths
+from ..errors import LabError
+from ..metrics.catalog import catalog
+from ..report.conclusion import NoiseFloor
+from ..store import Store
+from . import lab, sweep
+from .probe import Prober
+from .spec import VariantSpec
+
+MIN_FLIPS = 8
+
+
+@dataclass(frozen=True)
+class Neutral:
+    name: str
+    why: str
+
+
+@dataclass(frozen=True)
+class _NeutralFile:
+    option: list[Neutral]
+
+
+def neutral_options() -> list[Neutral]:
+    path = resources.files("kernellab.metrics") / "neutral.toml"
+    return datafile.load(_NeutralFile, datafile.read_toml(path, "metrics/neutral.toml"), "metrics/neutral.toml").option
+
+
+def floor_metrics(mode: str) -> list[str]:
+    """What the floor is measured for: every metric a boot measures and the mode can
+    believe (sizes and build times are exact facts of the build, not layout noise; the
+    opt-in loads run only when asked)."""
+    return [m.name for m in catalog().values()
+            if m.clock in ("guest", "count") and m.valid_in(mode) and not m.opt_in
+            and not m.name.startswith("size.")]
+
+
+def key(p: lab.Prepared) -> str:
+    """Whose floor: one source, arch, compiler and base config."""
+    compiler = p.toolchain.id if p.toolchain else "none"
+    return f"{p.source.id}-{p.profile.name}-{compiler}-{p.spec.base}"
+
+
+def path_for(p: lab.Prepared) -> Path:
+    return paths.cache_dir("floors") / f"{key(p)}.json"
+
+
+@dataclass
+class Floor:
+    base: str
+    mode: str
+    pct: dict[str, float]            # metric -> the largest change of any neutral flip, %
+    by: dict[str, str]               # metric -> the option that caused it
+    flips: list[str]                 # the options flipped (each really changed)
+    measured: str                    # when, with what
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "mode": self.mode, "pct": self.pct, "by": self.by, "flips": self.flips,
+                "measured": self.measured}
+
+    def noise_floor(self) -> NoiseFloor:
+        return NoiseFloor(self.pct, f"measured: {self.measured}")
+
+
+def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | None = None,
+            log: Callable[[str], None] = print) -> Floor:
+    if not modes.get(mode).deterministic:
+        exact = [n for n in modes.NAMES if modes.get(n).deterministic]
+        raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
+                       f"in {mode} mode the statistics already say what is noise")
+    names = [n if n.startswith("CONFIG_") else f"CONFIG_{n}" for n in options or [o.name for o in neutral_options()]]
+    if len(names) < MIN_FLIPS:
+        raise LabError(f"a noise floor needs at least {MIN_FLIPS} neutral options, got {len(names)}")
+    prepared = lab.prepare(base)
+    # An option the base's config does not list is unknown to the tree or has an unmet
+    # dependency there: refused before any build.
+    absent = [n for n in names if n not in prepared.config.values]
+    names = [n for n in names if n not in absent]
+    # The metrics this kernel measures (one boot of the base, which the sweep reuses).
+    candidates = floor_metrics(mode)
+    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True).probe("baseline", {})
+    metrics = [m for m in candidates if seen.runs[m]]
+    refused = [f"{n} (not in {base.name}'s config: unknown here, or a dependency is unmet)" for n in absent]
+    if len(names) < MIN_FLIPS:
+        raise LabError(f"only {len(names)} of the neutral options could be set on {base.name} "
+                       f"(refused: {', '.join(refused)}); a floor needs {MIN_FLIPS}")
+    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log)
+    applied = [f for f in result.flips if not f.dropped]
+    refused += [f"{f.option} ({'; '.join(f.dropped)})" for f in result.flips if f.dropped]
+    if len(applied) < MIN_FLIPS:
+        raise LabError(f"only {len(applied)} of the neutral options could be set on {base.name} "
+                       f"(refused: {', '.join(refused)}); a floor needs {MIN_FLIPS}")
+    pct: dict[str, float] = {}
+    by: dict[str, str] = {}
+    for m in metrics:
+        moves = [(abs(f.effects[m]["delta_pct"]), f.option) for f in applied
+                 if f.effects.get(m, {}).get("delta_pct") is not None]
+        if moves:
+            pct[m], by[m] = max(moves)
+    when = datetime.date.today().isoformat()
+    return Floor(base.name, mode, pct, by, [f.option for f in applied],
+                 f"{len(applied)} neutral options flipped on {base.name} in {mode} mode, kernellab {__version__}, "
+                 f"{when}" + (f"; refused: {', '.join(refused)}" if refused else ""))
+
+
+def save(p: lab.Prepared, floor: Floor) -> Path:
+    out = path_for(p)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(floor.to_dict(), indent=1))
+    tmp.replace(out)
+    return out
+
+
+def load_for(p: lab.Prepared) -> Floor | None:
+    """The floor measured for this variant's source, arch, compiler and base, if any."""
+    path = path_for(p)
+    if not path.exists():
+        return None
+    try:
+        return Floor(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        raise LabError(f"{path} is not a noise floor kernellab wrote: delete it and run "
+                       "`kernellab noise-floor` again") from None
+
+
+def text(floor: Floor) -> str:
+    lines = [f"noise floor of {floor.base} ({floor.measured})",
+             "the largest change a neutral option caused, per metric (a change within it is no difference):"]
+    described = catalog()
+    for m, v in sorted(floor.pct.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {described[m].label:<46} {v:6.2f}%  ({floor.by[m]})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,67 @@
+"""The noise floor: neutral options flipped one at a time; the largest change each metric
+sees is its floor, kept per kernel, and the reports, the gate and bisect read it."""
+
+import json
+
+import pytest
+
+from kernellab.experiments import floor
+
+LAYOUT = ",".join(f"FAKE_LAYOUT_{k}" for k in range(1, 9))
+
+
+def measure(lab, capsys, *extra):
+    assert lab.main("noise-floor", "tinyconfig", "--options", LAYOUT, "--format", "json", *extra) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_floor_is_the_largest_change_a_neutral_flip_causes(lab, capsys):
+    result = measure(lab, capsys)
+    assert result["pct"]["proc.fork_exit"] == pytest.approx(4.0)
+    assert result["by"]["proc.fork_exit"] == "CONFIG_FAKE_LAYOUT_8"
+    assert result["pct"]["syscall.null"] == 0
+    assert len(result["flips"]) == 8 and "8 neutral options flipped on tinyconfig in icount mode" in result["measured"]
+
+
+def test_a_change_within_the_floor_is_no_difference_in_report_and_gate(lab, capsys):
+    measure(lab, capsys)
+    # +1.5% on fork+exit: exact, but within the 4% floor of these kernels.
+    args = ("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_LAYOUT_3=y")
+    assert lab.main(*args, "--fail-on", "proc.fork_exit:+1") == 0
+    out = capsys.readouterr().out
+    assert "within floor (+1.5%, floor 4.0%)" in out
+    assert "noise floor: measured: 8 neutral options flipped on tinyconfig" in out
+    # Without the floor the same change breaks the rule.
+    (lab.cache / "floors").rename(lab.tmp / "floors-away")
+    assert lab.main(*args, "--fail-on", "proc.fork_exit:+1") == 3
+    capsys.readouterr()
+
+
+def test_bisect_takes_its_threshold_from_the_floor(lab, capsys):
+    measure(lab, capsys)
+    assert lab.main("bisect", "good=tinyconfig", "bad=tinyconfig+CONFIG_FAKE_SLOW=y+CONFIG_FAKE_LAYOUT_2=y",
+                    "--metric", "proc.fork_exit", "--format", "json") == 0
+    captured = capsys.readouterr()
+    assert "threshold 4.00%: the noise floor of proc.fork_exit" in captured.err
+    result = json.loads(captured.out)
+    assert result["threshold_pct"] == 4.0
+    assert [c["option"] for c in result["culprits"]] == ["CONFIG_FAKE_SLOW"]   # the layout flip is below it
+
+
+def test_too_few_neutral_options_is_refused(lab, capsys):
+    assert lab.main("noise-floor", "tinyconfig", "--options", "FAKE_LAYOUT_1,FAKE_LAYOUT_2") == 2
+    assert "needs at least 8 neutral options, got 2" in capsys.readouterr().err
+    # Options the kernel refuses do not count.
+    assert lab.main("noise-floor", "tinyconfig", "--options", LAYOUT.replace("FAKE_LAYOUT_8", "NO_SUCH_OPTION")) == 2
+    assert "only 7 of the neutral options could be set on tinyconfig" in capsys.readouterr().err
+
+
+def test_wall_mode_has_no_floor(lab, capsys):
+    assert lab.main("noise-floor", "tinyconfig", "--mode", "wall") == 2
+    assert "measured in a deterministic mode (icount)" in capsys.readouterr().err
+
+
+def test_the_shipped_neutral_list_has_enough_options():
+    names = [o.name for o in floor.neutral_options()]
+    assert len(names) >= floor.MIN_FLIPS and len(set(names)) == len(names)
+    assert all(n.startswith("CONFIG_") for n in names)
