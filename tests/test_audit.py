@@ -1,6 +1,7 @@
 """`kernellab audit`: verdicts, totals and the fragment on a small Kconfig tree with rules
 made here; then the real rule base on Debian's 6.1 config, its fragment checked by make."""
 
+import dataclasses
 import json
 import lzma
 import textwrap
@@ -12,7 +13,8 @@ from kernellab import arches, sources, toolchain
 from kernellab.config import audit, kconfig
 from kernellab.config.dotconfig import parse_settings
 from kernellab.config.resolve import resolve
-from kernellab.knowledge import PROFILES, Evidence, Rule, rules_for
+from kernellab.errors import LabError
+from kernellab.knowledge import PROFILES, Evidence, Rule, default_dir, load_rules, rules_for
 from kernellab.report import auditreport
 from test_kconfig import tiny_tree
 
@@ -304,3 +306,49 @@ def test_every_profile_audits_debian(debian):
         assert sum(totals.values()) == len(report.rule_verdicts()) == len(rules_for(name))
         assert all(f.reason for f in report.findings if f.verdict == "n/a")
         audit.fragment(tree, report)
+
+
+def test_a_stronger_choice_of_the_same_kind_satisfies_a_rule(tree, tmp_path):
+    path = tmp_path / "hz1000.config"
+    path.write_text(textwrap.dedent(BASE).replace("CONFIG_HZ_250=y", "CONFIG_HZ_1000=y"))
+    tree.load(path)
+    asks = rule("hz-at-least-250", {"CONFIG_HZ_250": ("y",)})
+    [plain] = audit.audit(tree, [asks], "latency").findings
+    assert plain.verdict == "change"      # without the alternative: told to undo HZ_1000
+    stronger = dataclasses.replace(asks, satisfied_by=(("CONFIG_HZ_1000", "y"),))
+    [finding] = audit.audit(tree, [stronger], "latency").findings
+    assert (finding.verdict, finding.reason) == ("ok", "CONFIG_HZ_1000=y holds: a stronger choice of the same kind")
+    assert "CONFIG_HZ" not in audit.fragment(tree, audit.audit(tree, [stronger], "latency"))
+
+
+def test_a_malformed_alternative_is_refused_by_the_loader(tmp_path):
+    shipped = (default_dir() / "preemption-timers.toml").read_text()
+    (tmp_path / "preemption-timers.toml").write_text(
+        shipped.replace('satisfied_by = ["CONFIG_PREEMPT_RT=y"]', 'satisfied_by = ["PREEMPT_RT"]'))
+    with pytest.raises(LabError, match="preempt-full-latency: satisfied_by 'PREEMPT_RT' is not CONFIG_NAME=VALUE"):
+        load_rules(tmp_path)
+
+
+@pytest.mark.integration
+def test_a_real_time_kernel_is_not_told_to_undo_its_preemption(tmp_path):
+    """Debian's 6.12 rt kernel (PREEMPT_RT, mainline on x86 since 6.12) audited for latency:
+    its preemption is stronger than PREEMPT; Debian's generic kernel (PREEMPT_DYNAMIC,
+    VOLUNTARY by default) is told to change."""
+    profile = arches.load("x86_64")
+    source = sources.resolve("debian:6.12")
+    tree = kconfig.open_tree(source, profile, toolchain.detect(profile))
+    verdicts = {}
+    for flavour in ("rt_amd64", "none_amd64"):
+        path = Path(f"/usr/src/linux-config-6.12/config.amd64_{flavour}.xz")
+        local = tmp_path / f"{flavour}.config"
+        local.write_bytes(lzma.decompress(path.read_bytes()))
+        warnings = tree.load(local)
+        # The rt flavour's lazy-preemption options come from the RT patch set, which the
+        # source package does not carry: reported, never dropped in silence.
+        assert (warnings == []) == (flavour == "none_amd64")
+        assert all("CONFIG_PREEMPT_LAZY" in w for w in warnings)
+        report = audit.audit(tree, rules_for("latency"), "latency")
+        [verdicts[flavour]] = [f for f in report.findings if f.rule.id == "preempt-full-latency"]
+    assert (verdicts["rt_amd64"].verdict, verdicts["rt_amd64"].reason) == \
+        ("ok", "CONFIG_PREEMPT_RT=y holds: a stronger choice of the same kind")
+    assert verdicts["none_amd64"].verdict == "change"

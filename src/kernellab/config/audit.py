@@ -88,9 +88,25 @@ def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
     findings = []
     for rule in rules:
         expected = rule.expected_for(profile)
+        stronger = _stronger(tree, rule)
         for option, acceptable in (expected or {}).items():
-            findings.append(_check(tree, rule, option, acceptable))
+            if stronger:
+                sym = tree.symbol(option)
+                findings.append(Finding(rule, option, tree.value(sym) if sym is not None else None, acceptable, "ok",
+                                        f"{stronger} holds: a stronger choice of the same kind"))
+            else:
+                findings.append(_check(tree, rule, option, acceptable))
     return AuditReport(tree.loaded or "", profile, tree.where, findings)
+
+
+def _stronger(tree: KconfigTree, rule: Rule) -> str:
+    """The first of the rule's stronger choices the config makes ("" when none)."""
+    for option, value in rule.satisfied_by:
+        sym = tree.symbol(option)
+        current = tree.value(sym) if sym is not None else None
+        if current is not None and same_value(sym, current, value):
+            return f"{option}={value}"
+    return ""
 
 
 def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ...]) -> Finding:

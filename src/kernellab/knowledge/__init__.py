@@ -71,6 +71,10 @@ class _RuleTable:
     expected_change: str
     expect: dict[str, Any]
     evidence: list[Evidence] = field(default_factory=list)
+    # Stronger choices of the same kind that satisfy the rule as well ("CONFIG_PREEMPT_RT=y"
+    # for a rule asking for PREEMPT): any one holding makes the rule ok, as the OR checks of
+    # kernel-hardening-checker do, and the audit never recommends undoing it.
+    satisfied_by: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class Rule:
     # Resolved for every profile in PROFILES: {option: acceptable values}, or None = not audited.
     expect: dict[str, dict[str, tuple[str, ...]] | None]
     evidence: tuple[Evidence, ...]
+    satisfied_by: tuple[tuple[str, str], ...] = ()   # (option, value)
 
     def expected_for(self, profile: str) -> dict[str, tuple[str, ...]] | None:
         """The options this rule checks for `profile` and their acceptable values; None = skip."""
@@ -181,9 +186,15 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
         raise fail(f"metric {table.metric!r} is not in the metric catalog (metrics/metrics.toml)")
     expect = _parse_expect(table.expect, fail)
     evidence = _parse_evidence(table.evidence, fail)
+    stronger = []
+    for text in table.satisfied_by:
+        option, eq, value = text.partition("=")
+        if not eq or not _OPTION.fullmatch(option) or not value:
+            raise fail(f"satisfied_by {text!r} is not CONFIG_NAME=VALUE")
+        stronger.append((option, value))
     return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,
                 metric=table.metric, expected_change=table.expected_change,
-                expect=expect, evidence=evidence)
+                expect=expect, evidence=evidence, satisfied_by=tuple(stronger))
 
 
 def _parse_expect(raw: object, fail: Callable[[str], LabError]) -> dict[str, dict[str, tuple[str, ...]] | None]:
