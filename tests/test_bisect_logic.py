@@ -178,11 +178,57 @@ def test_wall_mode_reruns_noisy_probes_until_the_culprit_is_clear():
     assert result.culprits[0].alone_on_good == pytest.approx(300.0, rel=0.25)
 
 
-def test_wall_mode_gives_up_at_the_cap_and_says_so():
-    """A 15% effect under 50% noise is not told apart in 8 runs: no culprit is named,
-    and the report says why rather than pretending there is no difference."""
+def test_wall_mode_stops_when_more_runs_could_not_decide_and_says_not_yet_known():
+    """A 15% effect under 50% noise: the interval after three runs each is so wide that
+    even eight could not bring it within +-5%, so no run is spent on it; no culprit is
+    named, and the answer is "not yet known", not "no difference"."""
     prober = NoisyProber({"CONFIG_OPT01": 150.0}, noise_pct=50.0, seed=1)
     result = wall_bisect(prober, options(4))
     assert result.culprits == []
-    assert any("unclear after 8 runs" in a for a in result.adjustments)
-    assert [len(p.runs["proc.fork_exit"]) for p in prober.probes] == [8, 8]
+    [unsure] = result.unsure
+    assert unsure.startswith("good@") and "not yet known" in unsure and "more runs could not decide it" in unsure
+    assert prober.extra_runs == 0
+
+
+def test_wall_mode_runs_to_the_cap_while_more_runs_could_decide():
+    """Noise that eight runs can see through, but three cannot: runs are added while they
+    could decide, and with a cap of 3 the same comparison ends "not yet known" at the cap."""
+    prober = NoisyProber({"CONFIG_OPT01": 60.0}, noise_pct=2.0, seed=2)
+    capped = Bisector(prober, options(2), "proc.fork_exit", "wall", threshold_pct=5.0, log=lambda m: None,
+                      max_runs=3).run()
+    assert capped.culprits == [] and any("the cap of 3 runs" in u for u in capped.unsure)
+    prober = NoisyProber({"CONFIG_OPT01": 60.0}, noise_pct=2.0, seed=2)
+    result = Bisector(prober, options(2), "proc.fork_exit", "wall", threshold_pct=5.0, log=lambda m: None).run()
+    assert prober.extra_runs > 0 and [c.option for c in result.culprits] == ["CONFIG_OPT01"]
+
+
+def test_icount_verdicts_are_exact_and_never_unsure():
+    from kernellab.experiments.probe import DIFFERENT, SAME, verdict
+    assert verdict([100.0], [101.0], "lower", "icount", 2.0, 8).kind == SAME
+    assert verdict([100.0], [103.0], "lower", "icount", 2.0, 8).kind == DIFFERENT
+
+
+def test_a_wall_verdict_of_same_needs_the_interval_inside_the_threshold():
+    from kernellab.experiments.probe import SAME, UNKNOWN, verdict
+    tight = [100.0, 100.2, 99.8, 100.1, 99.9]
+    assert verdict(tight, [x + 0.3 for x in tight], "lower", "wall", 5.0, 8).kind == SAME
+    loose = [100.0, 130.0, 75.0]
+    assert verdict(loose, [101.0, 128.0, 77.0], "lower", "wall", 5.0, 8).kind == UNKNOWN
+
+
+def test_culprits_are_confirmed_by_reverting_them():
+    prober = FakeProber({"CONFIG_OPT03": 300.0, "CONFIG_OPT17": 500.0})
+    result = bisect(prober, options(20))
+    conf = result.confirmation
+    assert conf["confirmed"] is True and conf["together"]["verdict"] == "same"
+    assert {o: v["verdict"] for o, v in conf["each"].items()} == {"CONFIG_OPT03": "different",
+                                                                  "CONFIG_OPT17": "different"}
+
+
+def test_an_effect_spread_thin_fails_the_revert_check():
+    """Culprits that explain only part of the change: BAD without them is not GOOD again."""
+    costs = {"CONFIG_OPT00": 400.0, **{f"CONFIG_OPT{i:02d}": 15.0 for i in range(1, 20)}}
+    result = bisect(FakeProber(costs), options(20))
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT00"]
+    assert result.confirmation["confirmed"] is False
+    assert result.confirmation["together"]["verdict"] == "different"

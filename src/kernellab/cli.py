@@ -22,7 +22,7 @@ from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
 from .experiments import compare, floor, lab, lava, study, sweep
-from .experiments.bisect import Bisector
+from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
 from .experiments.spec import (
@@ -368,7 +368,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         _log(f"threshold {threshold:.2f}%: " + (f"the noise floor of {metric} ({measured.measured})" if measured
                                                 else "no noise floor measured for GOOD's kernels "
                                                      "(kernellab noise-floor measures it)"))
-    bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold, log=_log)
+    bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold, log=_log,
+                                     max_runs=args.max_runs)
     result = bisector.run().to_dict()
     text = attribution.bisect_text(result)
     _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
@@ -703,6 +704,9 @@ def parser() -> argparse.ArgumentParser:
                     help="smallest change that counts, in %% of the lower probe's value (default: the metric's "
                          f"noise floor where measured, else {DEFAULT_THRESHOLD:g})")
     mode_opt(bi, modes.DEFAULT)
+    bi.add_argument("--max-runs", type=_at_least_one, default=WALL_MAX_RUNS,
+                    help="wall mode: at most this many boots of a probe while its verdict is not yet known "
+                         f"(default {WALL_MAX_RUNS}); 'not yet known' is then the answer")
     format_opt(bi, "table", "json", "html")
     variant_opts(bi)
 

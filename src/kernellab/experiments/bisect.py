@@ -28,7 +28,7 @@ from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
 from . import lab
-from .probe import Probe, Prober, differing, distinguishable
+from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Prober, Verdict, differing, verdict
 from .spec import VariantSpec
 
 WALL_MAX_RUNS = 8
@@ -60,6 +60,8 @@ class BisectResult:
     wall_s: float
     probes: list[dict[str, Any]]
     adjustments: list[str]
+    unsure: list[str]              # comparisons that ended "not yet known" (wall mode)
+    confirmation: dict[str, Any] | None   # KernelCI's check of the culprits, by reverting them
 
     def to_dict(self) -> dict[str, Any]:
         return {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()}
@@ -81,9 +83,11 @@ class Bisector:
     .more_runs(probe, runs=), .builds, .boots, .probes) and the target values."""
 
     def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
-                 threshold_pct: float = 2.0, log: Callable[[str], None] = print) -> None:
+                 threshold_pct: float = 2.0, log: Callable[[str], None] = print,
+                 max_runs: int = WALL_MAX_RUNS) -> None:
         self.prober, self.target, self.metric = prober, target, metric
-        self.mode, self.threshold, self.log = mode, threshold_pct, log
+        self.mode, self.threshold, self.log, self.max_runs = mode, threshold_pct, log, max_runs
+        self.unsure: list[str] = []
         self.better = describe(metric, "").better
         self.adjustments: list[str] = []
         self.culprits: list[Culprit] = []
@@ -92,7 +96,7 @@ class Bisector:
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
                      mode: str = modes.DEFAULT, threshold_pct: float = 2.0,
-                     log: Callable[[str], None] = print) -> Bisector:
+                     log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS) -> Bisector:
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
         if good.boot_words() != bad.boot_words():
@@ -103,7 +107,7 @@ class Bisector:
         good_p, bad_p = lab.prepare(good), lab.prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
         prober = Prober(store, good, good_p.config.text, [metric], mode)
-        return cls(prober, target, metric, mode, threshold_pct, log)
+        return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
 
     def run(self) -> BisectResult:
         start = time.monotonic()
@@ -126,7 +130,7 @@ class Bisector:
                 self._explore(candidates, {}, good, bad)
         removed = [self._contributions(c, good, bad) for c in self.culprits]
         total = bad.value(self.metric) - good.value(self.metric)
-        below, interaction = total, None
+        below, interaction, confirmation = total, None, None
         if self.culprits:
             rest = removed[0] if len(removed) == 1 else self._probe(
                 "without-culprits", self._without({c.option for c in self.culprits}))
@@ -134,13 +138,14 @@ class Bisector:
             alone = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
             if len(alone) == len(self.culprits):
                 interaction = total - below - sum(alone)
+            confirmation = self._confirm(good, bad, rest, removed)
         return BisectResult(
             self.metric, describe(self.metric, "").unit, self.mode, good.value(self.metric),
             bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,
             self.prober.builds, self.prober.boots, time.monotonic() - start,
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
               "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached}
-             for p in self.prober.probes], self.adjustments)
+             for p in self.prober.probes], self.adjustments, self.unsure, confirmation)
 
     # -- search --------------------------------------------------------------------
 
@@ -212,16 +217,32 @@ class Bisector:
     def _applied(self, probe: Probe, option: str) -> bool:
         return probe.config.get(option, "n") == self.target[option]
 
-    def _differs(self, low: Probe, high: Probe) -> bool:
-        """Wall mode: more runs of both until the verdict is clear or the cap is reached;
-        an unclear verdict at the cap counts as no difference, and is recorded."""
+    def _settle(self, low: Probe, high: Probe) -> Verdict:
+        """Wall mode: more runs of both while the verdict is not yet known and more runs
+        could still decide it, up to the cap; "not yet known" is then the answer, recorded."""
         m = self.metric
         while True:
-            verdict = distinguishable(low.runs[m], high.runs[m], self.better, self.mode, self.threshold)
-            if verdict is not None:
-                return verdict
-            if len(low.runs[m]) >= WALL_MAX_RUNS and len(high.runs[m]) >= WALL_MAX_RUNS:
-                self.adjustments.append(f"{low.label} vs {high.label}: unclear after {WALL_MAX_RUNS} runs each")
-                return False
+            v = verdict(low.runs[m], high.runs[m], self.better, self.mode, self.threshold, self.max_runs)
+            if v.kind != UNKNOWN:
+                return v
+            capped = len(low.runs[m]) >= self.max_runs and len(high.runs[m]) >= self.max_runs
+            if capped or not v.more_could_decide:
+                why = f"the cap of {self.max_runs} runs" if capped else "more runs could not decide it by the cap"
+                self.unsure.append(f"{low.label} vs {high.label}: not yet known ({v.reason}; {why})")
+                return v
             for p in (low, high):
-                self.prober.more_runs(p, runs=min(WALL_MAX_RUNS, len(p.runs[m]) + 1))
+                self.prober.more_runs(p, runs=min(self.max_runs, len(p.runs[m]) + 1))
+
+    def _differs(self, low: Probe, high: Probe) -> bool:
+        """The search goes down a half only when it is known to differ."""
+        return self._settle(low, high).kind == DIFFERENT
+
+    def _confirm(self, good: Probe, bad: Probe, rest: Probe, removed: list[Probe]) -> dict[str, Any]:
+        """KernelCI's check: BAD without all the culprits is GOOD again (within the
+        threshold), and taking out each culprit alone moves BAD by more than it."""
+        together = self._settle(good, rest)
+        each = {c.option: self._settle(r, bad) for c, r in zip(self.culprits, removed, strict=True)}
+        confirmed = together.kind == SAME and all(v.kind == DIFFERENT for v in each.values())
+        return {"confirmed": confirmed,
+                "together": {"verdict": together.kind, "reason": together.reason},
+                "each": {o: {"verdict": v.kind, "reason": v.reason} for o, v in each.items()}}

@@ -5,6 +5,7 @@ from the store when the same kernel was already measured the same way."""
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 
@@ -125,19 +126,42 @@ def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:
             if good.get(name, "n") != bad.get(name, "n")}
 
 
-def distinguishable(low: list[float], high: list[float], better: str, mode: str,
-                    min_pct: float, alpha: float = 0.05) -> bool | None:
-    """Does `high` differ from `low` by at least min_pct % of low? True / False, or None
-    when wall-mode noise does not let us say yet (another run would help)."""
+SAME, DIFFERENT, UNKNOWN = "same", "different", "not yet known"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Do two probes differ on a metric by at least the smallest effect of interest?"""
+    kind: str                       # SAME, DIFFERENT or UNKNOWN
+    reason: str
+    more_could_decide: bool = False  # UNKNOWN: would more runs (up to the cap) likely settle it
+
+
+def verdict(low: list[float], high: list[float], better: str, mode: str, min_pct: float, max_runs: int,
+            alpha: float = 0.05) -> Verdict:
+    """Exact in a deterministic mode. In wall mode, in the manner of Chromium's Pinpoint:
+    different when the change is significant and at least min_pct; same when the 95%
+    interval of the change lies within +-min_pct (no effect of interest is left possible);
+    otherwise not yet known, and more runs are worth it only while the interval, shrinking
+    as 1/sqrt(runs), could still settle it either way by the cap."""
     ref = statistics.median(low)
-    delta = statistics.median(high) - ref
-    big = ref != 0 and abs(delta) / abs(ref) * 100 >= min_pct
+    pct = 100 * (statistics.median(high) - ref) / abs(ref) if ref else math.inf
     if modes.get(mode).deterministic:
-        return big  # the difference is exact
+        kind = DIFFERENT if abs(pct) >= min_pct else SAME
+        return Verdict(kind, f"exact: {pct:+.2f}% against a threshold of {min_pct:g}%")
+    n = min(len(low), len(high))
     c = compare_samples(low, high, better)
-    if not c.testable:
-        return None
-    assert c.p_value is not None   # a testable comparison has its p-value
-    if c.p_value < alpha:
-        return big
-    return False if not big else None
+    if not c.testable or c.ci_low_pct is None or c.ci_high_pct is None or c.p_value is None:
+        return Verdict(UNKNOWN, f"{n} run(s) each cannot be tested", n < max_runs)
+    lo, hi = c.ci_low_pct, c.ci_high_pct
+    interval = f"{pct:+.1f}%, 95% interval [{lo:+.1f}, {hi:+.1f}]%, p={c.p_value:.3g}"
+    if c.p_value < alpha and abs(pct) >= min_pct:
+        return Verdict(DIFFERENT, f"significant: {interval}")
+    if -min_pct < lo and hi < min_pct:
+        return Verdict(SAME, f"no change of {min_pct:g}% or more is left possible: {interval}")
+    # Power for the smallest effect of interest, not for the observed one (itself noise):
+    # by the cap the interval's half-width, shrinking as 1/sqrt(runs), must be narrower than
+    # min_pct, or no number of runs up to it could tell such an effect from none.
+    half = (hi - lo) / 2 * math.sqrt(n / max_runs)
+    could = n < max_runs and half < min_pct
+    return Verdict(UNKNOWN, f"{interval} after {n} run(s) each", could)

@@ -31,6 +31,15 @@ def bisect_text(r: dict[str, Any]) -> str:
     if r["interaction"] is not None:
         lines.append(f"  interaction: {r['interaction']:+.4g} {unit} (what the culprits do together beyond "
                      "their own effects)")
+    conf = r.get("confirmation")
+    if conf:
+        lines.append(f"  confirmed by reverting (KernelCI's check): {'yes' if conf['confirmed'] else 'NO'}; "
+                     f"BAD without every culprit against GOOD: {conf['together']['verdict']} "
+                     f"({conf['together']['reason']})")
+        for option, v in conf["each"].items():
+            lines.append(f"    BAD without {option} against BAD: {v['verdict']} ({v['reason']})")
+    for u in r.get("unsure", []):
+        lines.append(f"  {u}")
     for a in r["adjustments"]:
         lines.append(f"  resolution: {a}")
     built = [p for p in r["probes"] if p["built"]]
