@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kernellab.blast import Radius
 from kernellab.experiments.bisect import Bisector
 
 
@@ -32,8 +33,9 @@ class FakeProber:
     """A 'kernel' whose metric is 1000 ns plus each culprit's cost; `requires` makes an
     option apply only together with another one, as olddefconfig would."""
 
-    def __init__(self, costs, requires=None, metric="proc.fork_exit", together=None):
+    def __init__(self, costs, requires=None, metric="proc.fork_exit", together=None, recompiles=None):
         self.costs, self.requires, self.metric = costs, requires or {}, metric
+        self.recompiles = recompiles or {}   # option -> objects of 1000 a change recompiles
         self.together = together or {}  # (option, option) -> extra cost when both apply
         self.builds = self.boots = 0
         self.probes, self.sequence = [], []
@@ -53,6 +55,19 @@ class FakeProber:
 
     def more_runs(self, probe, runs=1):
         raise AssertionError("icount never needs more runs")
+
+    def radius(self, options):
+        return Radius(1000, {o: self.recompiles.get(o, 1) for o in options}, frozenset())
+
+    def rebuilt(self):
+        """Objects each probe build recompiles against the build before it, as the shared
+        build tree would: the sum of the radii of the options whose value changed."""
+        out, before = [], {}
+        for p in self.probes:
+            changed = set(p.config) ^ set(before)
+            out.append(sum(self.recompiles.get(o, 1) for o in changed))
+            before = p.config
+        return out
 
 
 def options(n):
@@ -232,3 +247,47 @@ def test_an_effect_spread_thin_fails_the_revert_check():
     assert [c.option for c in result.culprits] == ["CONFIG_OPT00"]
     assert result.confirmation["confirmed"] is False
     assert result.confirmation["together"]["verdict"] == "different"
+
+
+def _wide_states(prober, wide):
+    """The distinct settings of the wide options the probes built, in order: each new
+    one recompiles most of the tree, even with ccache."""
+    seen = []
+    for p in prober.probes:
+        state = frozenset(o for o in p.config if o in wide)
+        if state not in seen:
+            seen.append(state)
+    return seen
+
+
+WIDE = {"CONFIG_OPT03": 1000, "CONFIG_OPT14": 900, "CONFIG_OPT27": 1000}
+
+
+def test_wide_options_are_tested_together_first_and_then_left_alone():
+    """Three options that recompile the whole tree among 32, culprits among the local
+    ones: the wide ones are probed together once, found innocent, and every later probe
+    builds them as BAD has them, so no probe but GOOD and BAD's needs a new wide build.
+    Halving in name order finds the same culprits with several new wide builds."""
+    target, costs = options(32), {"CONFIG_OPT05": 300.0, "CONFIG_OPT20": 400.0}
+    by_radius, in_name_order = FakeProber(costs, recompiles=WIDE), FakeProber(costs)
+    found, plain = bisect(by_radius, target), bisect(in_name_order, target)
+    assert [c.option for c in found.culprits] == [c.option for c in plain.culprits] == ["CONFIG_OPT05", "CONFIG_OPT20"]
+    assert found.wide == ["CONFIG_OPT03", "CONFIG_OPT27", "CONFIG_OPT14"]   # widest first, then by name
+    assert plain.wide == []
+    assert by_radius.sequence[2] == tuple(sorted(WIDE))     # the first halving: the wide ones together
+    assert _wide_states(by_radius, WIDE) == [frozenset(), frozenset(WIDE)]
+    assert len(_wide_states(in_name_order, WIDE)) > 2
+    in_name_order.recompiles = WIDE
+
+    def search_cost(prober):   # objects the halving probes recompile, past GOOD and BAD
+        n = sum(not p.label.startswith(("alone:", "without")) for p in prober.probes)
+        return sum(prober.rebuilt()[2:n])
+    assert search_cost(by_radius) < 100 < 1000 < search_cost(in_name_order)
+
+
+def test_a_wide_culprit_is_found_as_in_name_order():
+    target, costs = options(32), {"CONFIG_OPT14": 400.0, "CONFIG_OPT20": 300.0}
+    found = bisect(FakeProber(costs, recompiles=WIDE), target)
+    assert [c.option for c in found.culprits] == [c.option for c in bisect(FakeProber(costs), target).culprits] \
+        == ["CONFIG_OPT14", "CONFIG_OPT20"]
+    assert found.culprits[0].alone_on_good == pytest.approx(400.0)

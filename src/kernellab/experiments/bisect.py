@@ -10,8 +10,15 @@ is then measured alone on GOOD and alone removed from BAD; BAD without every cul
 measures what the other options do together (each below the threshold), and what is
 left of the difference is the culprits' interaction.
 
-The order of options and of probes depends only on the inputs, so the same inputs give
-the same sequence of probes; with the store, an interrupted bisect redoes nothing.
+Probes build one after another in the shared build tree, so a probe costs what its
+options recompile against the build before it. Options a change of which recompiles much
+of the tree (compiler flags, widely included headers: kernellab.blast) go first and are
+split from the others at the first halving, so they are tested together and early, and
+the probes among the many local options that follow rebuild little.
+
+The order of options and of probes depends only on the inputs (and the build records the
+radius is read from), so the same inputs give the same sequence of probes; with the
+store, an interrupted bisect redoes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import modes, progress
+from .. import blast, modes, progress
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
@@ -60,6 +67,7 @@ class BisectResult:
     wall_s: float
     probes: list[dict[str, Any]]
     adjustments: list[str]
+    wide: list[str]                # candidates that recompile much of the tree, searched first
     unsure: list[str]              # comparisons that ended "not yet known" (wall mode)
     confirmation: dict[str, Any] | None   # KernelCI's check of the culprits, by reverting them
 
@@ -77,6 +85,8 @@ class ProberLike(Protocol):
 
     def more_runs(self, probe: Probe, *, runs: int) -> None: ...
 
+    def radius(self, options: list[str]) -> blast.Radius: ...
+
 
 class Bisector:
     """The search itself, over a prober (anything with .probe(label, settings, runs),
@@ -91,6 +101,7 @@ class Bisector:
         self.better = describe(metric, "").better
         self.adjustments: list[str] = []
         self.culprits: list[Culprit] = []
+        self.wide: list[str] = []
         self._bar = progress.Task(None, None)   # the probes, while the bisect shows
 
     @classmethod
@@ -115,7 +126,7 @@ class Bisector:
             raise LabError("GOOD and BAD resolve to the same config: nothing to bisect")
         good = self._probe("good", {})
         bad = self._probe("bad", self.target)
-        candidates = [o for o in self.target if self._applied(bad, o)]
+        candidates = self._by_radius([o for o in self.target if self._applied(bad, o)])
         missing = sorted(set(self.target) - set(candidates))
         if missing:
             self.adjustments.append(f"{len(missing)} option(s) of BAD do not apply on GOOD as a whole "
@@ -128,13 +139,17 @@ class Bisector:
             self._bar.update(completed=2)
             if self._differs(good, bad):
                 self._explore(candidates, {}, good, bad)
-        removed = [self._contributions(c, good, bad) for c in self.culprits]
+        # Every probe near BAD first, then every one near GOOD: the wide options change
+        # once between the two groups, not at every culprit.
+        removed = [self._removed_from_bad(c, bad) for c in self.culprits]
         total = bad.value(self.metric) - good.value(self.metric)
         below, interaction, confirmation = total, None, None
         if self.culprits:
             rest = removed[0] if len(removed) == 1 else self._probe(
                 "without-culprits", self._without({c.option for c in self.culprits}))
             below = rest.value(self.metric) - good.value(self.metric)
+            for c in self.culprits:
+                self._alone_on_good(c, good)
             alone = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
             if len(alone) == len(self.culprits):
                 interaction = total - below - sum(alone)
@@ -145,7 +160,7 @@ class Bisector:
             self.prober.builds, self.prober.boots, time.monotonic() - start,
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
               "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached}
-             for p in self.prober.probes], self.adjustments, self.unsure, confirmation)
+             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation)
 
     # -- search --------------------------------------------------------------------
 
@@ -163,7 +178,7 @@ class Bisector:
             self.culprits.append(culprit)
             self.log(f"culprit: {cands[0]}={self.target[cands[0]]}")
             return
-        half = cands[: len(cands) // 2]
+        half = cands[: self._cut(cands)]
         # Carried options ride along in every probe: they apply whenever what they need does.
         asked = {**base, **{o: self.target[o] for o in (*half, *carried)}}
         mid = self._probe(f"{len(base)}+{len(half)}", asked)
@@ -187,11 +202,31 @@ class Bisector:
         if self._differs(mid, high):
             self._explore(right, {**base, **{o: self.target[o] for o in left}}, mid, high, carried)
 
+    def _by_radius(self, candidates: list[str]) -> list[str]:
+        """Wide options first, the widest first; then the rest by name. Read after the GOOD
+        and BAD builds, whose records name every option of the search."""
+        radius = self.prober.radius(candidates)
+        self.wide = sorted((o for o in candidates if radius.wide(o)), key=lambda o: (-radius.recompiles[o], o))
+        if self.wide:
+            self.log(f"{len(self.wide)} wide option(s) recompile over {blast.WIDE_SHARE:.0%} of the "
+                     f"{radius.objects} objects; searched first: {', '.join(self.wide[:8])}")
+        return self.wide + sorted(o for o in candidates if o not in self.wide)
+
+    def _cut(self, cands: list[str]) -> int:
+        """Where to halve: between the wide options and the others when both are there, so
+        the others' probes never toggle a wide one; else in the middle."""
+        wide = sum(o in self.wide for o in cands)
+        return wide if 0 < wide < len(cands) else len(cands) // 2
+
     def _without(self, options: set[str]) -> dict[str, str]:
         return {o: v for o, v in self.target.items() if o not in options}
 
-    def _contributions(self, culprit: Culprit, good: Probe, bad: Probe) -> Probe:
-        """Measure the culprit alone on GOOD and removed from BAD; the latter probe."""
+    def _removed_from_bad(self, culprit: Culprit, bad: Probe) -> Probe:
+        removed = self._probe(f"without:{culprit.option}", self._without({culprit.option}))
+        culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
+        return removed
+
+    def _alone_on_good(self, culprit: Culprit, good: Probe) -> None:
         option = culprit.option
         alone = self._probe(f"alone:{option}", {option: self.target[option]})
         if self._applied(alone, option):
@@ -199,9 +234,6 @@ class Bisector:
         else:
             culprit.notes.append("cannot be set alone on GOOD: " +
                                  "; ".join(f"asked {d['option']}={d['asked']}, got {d['got']}" for d in alone.dropped))
-        removed = self._probe(f"without:{option}", self._without({option}))
-        culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
-        return removed
 
     # -- probes and verdicts ---------------------------------------------------------
 

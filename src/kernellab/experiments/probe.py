@@ -9,8 +9,8 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 
-from .. import arches, modes, paths
-from ..build import FIGURE_METRICS, Build
+from .. import arches, blast, modes, paths
+from ..build import FIGURE_METRICS, Build, build_tree
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..stats import compare_samples
@@ -79,6 +79,13 @@ class Prober:
             self.more_runs(result, prepared, runs)
         self.probes.append(result)
         return result
+
+    def radius(self, options: list[str]) -> blast.Radius:
+        """The blast radius of each option, from the builds the shared tree holds."""
+        prepared = lab.prepare(self._spec("radius", {}))
+        assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
+        return blast.measure(build_tree(prepared.source, prepared.profile, prepared.toolchain),
+                             prepared.source.tree, prepared.profile.kernel_arch, options)
 
     def more_runs(self, probe: Probe, prepared: lab.Prepared | None = None, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""

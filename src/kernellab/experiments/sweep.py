@@ -5,22 +5,17 @@ Flips build incrementally in the shared build tree and kbuild recompiles only wh
 depends on the flipped option; ccache, keyed on the preprocessed source, makes a
 configuration that comes back cheap. Some options sit in headers nearly every file
 includes, so the flips run cheapest first, by the number of objects in the build tree
-whose recorded dependencies name the option (kbuild's .cmd files).
+a change of the option recompiles (kernellab.blast).
 """
 
 from __future__ import annotations
 
-import os
-import re
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .. import modes, progress
-from ..build import build_tree
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..stats import compare_samples
@@ -29,14 +24,12 @@ from . import lab
 from .probe import Probe, Prober, differing
 from .spec import VariantSpec
 
-_CONFIG_DEP = re.compile(r"include/config/([A-Za-z0-9_]+)\)")
-
 
 @dataclass
 class Flip:
     option: str
     value: str
-    rebuild_objects: int          # objects whose dependencies name the option
+    rebuild_objects: int          # objects a change of the option recompiles (blast radius)
     also_changed: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
@@ -66,18 +59,6 @@ class SweepResult:
                 "flips": [f.__dict__ for f in self.flips]}
 
 
-def rebuild_cost(build_tree: Path, options: list[str]) -> dict[str, int]:
-    """How many objects of an existing build tree depend on each option."""
-    wanted = {o.removeprefix("CONFIG_") for o in options}
-    counts: Counter[str] = Counter()
-    for root, _dirs, files in os.walk(build_tree):
-        for name in files:
-            if name.endswith(".o.cmd"):
-                text = Path(root, name).read_text(errors="replace")
-                counts.update(set(_CONFIG_DEP.findall(text)) & wanted)
-    return {o: counts.get(o.removeprefix("CONFIG_"), 0) for o in options}
-
-
 def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, str]:
     out = {}
     for raw in toggles:
@@ -103,7 +84,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     prober = Prober(store, base, prepared.config.text, metrics, mode)
     runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)
-    costs = rebuild_cost(build_tree(prepared.source, prepared.profile, prepared.toolchain), list(flips))
+    costs = prober.radius(list(flips)).recompiles
     order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
     results = []
     with progress.task("sweep", len(order), "options flipped") as bar:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
-from .. import modes
+from .. import blast, modes
 from ..metrics.catalog import describe
 from . import fmt_value
 
@@ -42,10 +43,20 @@ def bisect_text(r: dict[str, Any]) -> str:
         lines.append(f"  {u}")
     for a in r["adjustments"]:
         lines.append(f"  resolution: {a}")
+    if r.get("wide"):
+        lines.append(f"  searched first, together: {len(r['wide'])} wide option(s) (a change recompiles over "
+                     f"{blast.WIDE_SHARE:.0%} of the tree): {', '.join(r['wide'])}")
+    lines.append("probes (each builds on the one before it in the shared build tree):")
+    for p in r["probes"]:
+        cost = f"built in {p['build_s']:.0f} s" if p["built"] else "build reused"
+        lines.append(f"  {p['label']:<40} {p['options']:>4} option(s)  {cost:<16} "
+                     f"{fmt_value(p['value'], unit)} ({p['runs']} run(s))")
     built = [p for p in r["probes"] if p["built"]]
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} probe(s), "
                  f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(p['build_s'] for p in built):.0f}-"
-                                                f"{max(p['build_s'] for p in built):.0f} s" if built else ""))
+                                                f"{max(p['build_s'] for p in built):.0f} s, median "
+                                                f"{statistics.median(p['build_s'] for p in built):.0f} s"
+                                                if built else ""))
     return "\n".join(lines) + "\n"
 
 
