@@ -2,21 +2,8 @@
 in one run, for two kinds of search (goal: median probe build <= 35% of the cold build):
 
 --study debian (default): Debian's stock amd64 6.1 config, reduced, against lab-minimal.
-  Debian's config builds thousands of modules and most of drivers/: every probe of a
-  bisect over it would rebuild a distribution kernel. What a lab kernel can carry of it,
-  and what decides the speed of a system call or a fork, are the kernel-wide choices. So
-  BAD is lab-minimal with Debian's value for every option a user can set in
-    - Kernel hacking (debug checks, tracing, lockup detectors),
-    - General architecture-dependent options (stack protector, stack offset
-      randomization, VMAP_STACK, jump labels, kprobes),
-    - the CPU mitigations menu (retpolines, return thunks, page table isolation, ...),
-    - the standard features tinyconfig strips and the above need (BUG, KALLSYMS, ...:
-      the menu under EXPERT),
-    - security/Kconfig and security/Kconfig.hardening (the LSM framework, hardened
-      usercopy, FORTIFY_SOURCE, init_on_alloc),
-  and nothing of drivers, file systems, networking, modules or the LSMs themselves
-  (SELinux, AppArmor...: their policies are not loaded in the lab). DEBUG_INFO stays off:
-  it changes no code and doubles the build. olddefconfig decides what BAD really is.
+  BAD is Debian's config reduced onto lab-minimal (kernellab.config.reduce: its
+  debugging, hardening, mitigation and other kernel-wide choices, none of its drivers).
   Most of these options are compiler flags or sit in widely included headers.
 --study bystanders: the self-test's search, lab-minimal against lab-minimal + 20 options
   of one file each + SLUB_DEBUG_ON, on fork+exit: options whose code is local.
@@ -47,7 +34,8 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from kernellab.config.dotconfig import format_config
-from kernellab.config.kconfig import menus, open_tree
+from kernellab.config.kconfig import open_tree
+from kernellab.config.reduce import reduce
 from kernellab.errors import LabError
 from kernellab.experiments import lab
 from kernellab.experiments.bisect import Bisector
@@ -58,15 +46,6 @@ from kernellab.store import Store
 
 # kernellab reads KERNELLAB_CACHE at each use, so private_cache() can move it after import.
 SHARED = ("sources", "kconfig", "agent", "initramfs", "source-hashes.json")
-MENUS = ("Kernel hacking", "General architecture-dependent options")
-FILES = ("security/Kconfig", "security/Kconfig.hardening")
-# Menus given by their symbol: (include the symbol itself, include what is under it).
-# EXPERT's menu holds the standard features tinyconfig strips (BUG, KALLSYMS, ...), which
-# the debugging options need; EXPERT itself stays on, or those options would go back to
-# their defaults.
-MENU_SYMBOLS = {"CPU_MITIGATIONS": True, "EXPERT": False}
-
-
 def private_cache(root: Path) -> None:
     """Point kernellab at `root`, sharing only what does not decide build cost."""
     main = Path(os.environ.get("KERNELLAB_CACHE") or user_cache_dir("kernellab"))
@@ -78,35 +57,9 @@ def private_cache(root: Path) -> None:
     os.environ["KERNELLAB_CACHE"] = str(root)
 
 
-def in_reduction(node, menu_symbols: dict) -> bool:
-    outer = menus(node)
-    if outer and outer[0] in MENUS or node.filename in FILES:
-        return True
-    if menu_symbols.get(node.item, False):
-        return True
-    parent = node.parent
-    while parent is not None:
-        if parent.item in menu_symbols:
-            return True
-        parent = parent.parent
-    return False
-
-
 def reduced_debian(lean, debian) -> dict[str, str]:
     """Debian's values, where they differ from lean's, for the options of the reduction."""
-    tree = open_tree(lean.source, lean.profile, lean.toolchain)
-    menu_symbols = {tree.kconf.syms[name]: itself for name, itself in MENU_SYMBOLS.items()}
-    lean_v, deb_v = lean.config.values, debian.config.values
-    out = {}
-    for sym in tree.kconf.unique_defined_syms:
-        node = next((n for n in sym.nodes if n.prompt), None)
-        name = "CONFIG_" + sym.name
-        if node is not None and in_reduction(node, menu_symbols) and deb_v.get(name, "n") != lean_v.get(name, "n"):
-            out[name] = deb_v.get(name, "n")
-    for name in [n for n in out if n.startswith("CONFIG_DEBUG_INFO")]:
-        del out[name]
-    out["CONFIG_DEBUG_INFO_NONE"] = "y"
-    return out
+    return reduce(open_tree(lean.source, lean.profile, lean.toolchain), lean.config.values, debian.config.values)
 
 
 def distribution(values: list[float]) -> str:

@@ -352,3 +352,28 @@ def test_a_real_time_kernel_is_not_told_to_undo_its_preemption(tmp_path):
     assert (verdicts["rt_amd64"].verdict, verdicts["rt_amd64"].reason) == \
         ("ok", "CONFIG_PREEMPT_RT=y holds: a stronger choice of the same kind")
     assert verdicts["none_amd64"].verdict == "change"
+
+
+@pytest.mark.integration
+def test_a_distribution_config_is_reduced_onto_lab_minimal_keeping_what_the_rules_check(debian):
+    """audit --measure's kernel for Debian's config: its kernel-wide choices and every
+    option the audit checks (a choice whole), none of its drivers."""
+    source, profile, tc, path, tree = debian
+    from kernellab.config import reduce
+    from kernellab.config.dotconfig import parse_config
+    from kernellab.experiments import lab
+    from kernellab.experiments.spec import VariantSpec
+    lean = lab.prepare(VariantSpec("lab-minimal", "lab-minimal", source="debian:6.1", arch="x86_64")).config.values
+    values = parse_config(path.read_text(), str(path))
+    assert reduce.is_distribution_size(values) and not reduce.is_distribution_size(lean)
+    reduced = reduce.reduce(tree, lean, values, {"CONFIG_PREEMPT_NONE", "CONFIG_TRANSPARENT_HUGEPAGE",
+                                                 "CONFIG_TRANSPARENT_HUGEPAGE_MADVISE"})
+    assert reduced["CONFIG_DEBUG_LIST"] == "y"                  # Kernel hacking
+    assert reduced["CONFIG_RETPOLINE"] == "y"                   # the mitigations menu
+    assert reduced["CONFIG_PREEMPT_VOLUNTARY"] == "y"           # the choice of an option asked for
+    assert reduced["CONFIG_PREEMPT_NONE"] == "n"
+    assert reduced["CONFIG_TRANSPARENT_HUGEPAGE"] == reduced["CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS"] == "y"
+    assert reduced["CONFIG_DEBUG_INFO_NONE"] == "y" and "CONFIG_DEBUG_INFO_DWARF5" not in reduced
+    assert not any(o in reduced for o in ("CONFIG_E1000E", "CONFIG_EXT4_FS", "CONFIG_SECURITY_APPARMOR"))
+    assert 50 < len(reduced) < 400
+    assert tree.load(path) == []   # the module's other tests read the Debian config from the tree

@@ -21,7 +21,7 @@ from . import __version__, arches, doctor, gate, modes, paths, prebuilt, progres
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import compare, floor, lab, lava, study, sweep
+from .experiments import audit_measure, compare, floor, lab, lava, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
@@ -286,6 +286,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config))
     report = audit.audit(tree, rules_for(args.profile), args.profile)
+    measured = None
+    if args.measure:
+        text = Path(args.config).read_text(errors="replace")
+        measured = audit_measure.measure(_store(args), report, audit.applicable(tree, report), args.config, text,
+                                         args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH, args.mode,
+                                         args.runs, log=_log).to_dict()
     if args.fragment:
         try:
             Path(args.fragment).write_text(audit.fragment(tree, report))
@@ -293,10 +299,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
     if args.format == "html":
-        _output(html.audit_page(report.to_json(), args.config, args.profile), None)
+        _output(html.audit_page(report.to_json(), args.config, args.profile, measured), None)
+    elif args.format == "json":
+        _output(_json({"findings": report.to_json(), "measured": measured} if measured else report.to_json()), None)
     else:
-        _output(json.dumps(report.to_json(), indent=2) + "\n" if args.format == "json"
-                else auditreport.render_table(report), None)
+        _output(auditreport.render_table(report) + (auditreport.render_measured(measured) if measured else ""), None)
     return 0
 
 
@@ -683,6 +690,12 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--profile", required=True, choices=PROFILES)
     format_opt(a, "table", "json", "html")
     a.add_argument("--fragment", help="write a config fragment applying the recommended changes")
+    a.add_argument("--measure", action="store_true",
+                   help="build and boot the config with all recommendations applied and with each rule "
+                        "category's alone, and show each rule's measured effect on its metric (a "
+                        "distribution's config is measured reduced onto lab-minimal)")
+    mode_opt(a, modes.DEFAULT)
+    runs_opt(a, "boots per kernel with --measure (default: the mode's)")
     variant_opts(a)
 
     sw = command("sweep", "flip one option at a time from a baseline and rank the effects", cmd_sweep)

@@ -71,7 +71,7 @@ class FakeLab:
             db.close()
 
 
-SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "noise-floor")
+SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "noise-floor", "audit")
 
 
 def use_fake_qemu(monkeypatch, binary: Path) -> None:

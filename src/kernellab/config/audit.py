@@ -144,8 +144,25 @@ def _manual(need: Need) -> str:
 
 # --- the fragment -----------------------------------------------------------------------------
 
-def fragment(tree: KconfigTree, report: AuditReport) -> str:
-    """A config fragment applying the report's changes that survive olddefconfig together.
+@dataclass
+class Applicable:
+    """The report's changes as olddefconfig keeps them together: the assignments of each
+    change that survives, and why each other one was left out."""
+    changes: list[Finding]
+    plans: dict[int, list[Setting]]     # id(finding) -> its assignments
+    why_not: dict[int, str]             # id(finding) -> why it is left out
+    follows: set[int]                   # left out because the others already give its value
+
+    def settings(self, findings: list[Finding] | None = None) -> list[Setting]:
+        """The assignments of `findings` (default: every applied change), once each."""
+        out: list[Setting] = []
+        for f in self.changes if findings is None else findings:
+            out += [s for s in self.plans.get(id(f), ()) if s not in out]
+        return out
+
+
+def applicable(tree: KconfigTree, report: AuditReport) -> Applicable:
+    """The report's changes that survive olddefconfig together.
 
     Leaves `tree` with the audited config's values, as it found them.
     """
@@ -173,7 +190,16 @@ def fragment(tree: KconfigTree, report: AuditReport) -> str:
         tree.restore()
     follows = {id(f) for f in changes if id(f) in why_not and _reached(tree, f)}
     tree.restore()
+    return Applicable(changes, plans, why_not, follows)
 
+
+def fragment(tree: KconfigTree, report: AuditReport) -> str:
+    """A config fragment applying the report's changes that survive olddefconfig together.
+
+    Leaves `tree` with the audited config's values, as it found them.
+    """
+    found = applicable(tree, report)
+    changes, plans, why_not, follows = found.changes, found.plans, found.why_not, found.follows
     lines = [f"# kernellab audit: profile {report.profile}, base {report.config}, {report.where}",
              "# Resolves cleanly on top of that base: `make olddefconfig` keeps every line.", ""]
     written: set[Setting] = set()

@@ -3,6 +3,9 @@ option a rule names, then the rule verdicts per rule category."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from .. import modes
 from ..config.audit import VERDICTS, AuditReport
 
 
@@ -34,3 +37,39 @@ def _totals_table(report: AuditReport) -> str:
         rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts[v]:>6}" for v in VERDICTS)
                     + f"  {sum(counts.values()):>6}")
     return "\n".join(rows) + "\n"
+
+
+def render_measured(m: dict[str, Any]) -> str:
+    """What `audit --measure` measured: per rule, its metric's change with its own group
+    of recommendations and with all of them, then what was not measured and why."""
+    how = modes.get(m["mode"]).summary
+    lines = ["", f"measured by kernellab: {m['kernel']}",
+             f"{how}; {m['runs']} run(s) per kernel; each effect is against the kernel as configured"]
+    if m["rules"]:
+        rw = max(len(r["rule"]) for r in m["rules"])
+        cw = max(len(f"{r['option']}={r['value']}") for r in m["rules"])
+        mw = max(len(r["metric"]) for r in m["rules"])
+        lines.append(f"{'rule':<{rw}}  {'change':<{cw}}  {'metric':<{mw}}  {'its group':<28}  all recommendations")
+        for r in m["rules"]:
+            own = f"{effect_text(r['group_effect'])} ({r['group']})"
+            lines.append(f"{r['rule']:<{rw}}  {r['option'] + '=' + r['value']:<{cw}}  {r['metric']:<{mw}}  "
+                         f"{own:<28}  {effect_text(r['all_effect'])}")
+    lines.append("groups measured (each a kernel built and booted):")
+    for g in m["groups"]:
+        unit_values = ", ".join(f"{metric} {effect_text(c)}" for metric, c in g["effects"].items())
+        built = f"built in {g['build_s']:.0f} s" if g["built"] else "build reused"
+        lines.append(f"  {g['name']}: {len(g['settings'])} setting(s), {built}: {unit_values}")
+    if m["unmeasured"]:
+        lines.append("not measured:")
+        lines += [f"  {u['rule']}{' ' + u['option'] if u['option'] else ''}: {u['why']}" for u in m["unmeasured"]]
+    lines.append(f"cost: {m['builds']} build(s), {m['boots']} boot(s), {m['wall_s'] / 60:.1f} min wall")
+    return "\n".join(lines) + "\n"
+
+
+def effect_text(c: dict[str, Any]) -> str:
+    if c.get("delta_pct") is None:
+        return "-"
+    interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]{'*' if c.get('significant') else ''}"
+                if c.get("ci_low_pct") is not None else "")
+    word = "" if c["direction"] in ("same", "") else f" {c['direction']}"
+    return f"{c['delta_pct']:+.2f}%{interval}{word}"

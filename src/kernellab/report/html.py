@@ -24,6 +24,7 @@ import vl_convert
 from .. import __version__, modes
 from ..metrics.catalog import describe
 from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
+from .auditreport import effect_text
 from .conclusion import NoiseFloor, metric_delta
 
 
@@ -420,7 +421,8 @@ def _plain(value: Any) -> str:
 _VERDICT_TITLES = {"change": "Recommended changes", "ok": "Already as recommended", "n/a": "Not applicable"}
 
 
-def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str) -> str:
+def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str,
+               measured: dict[str, Any] | None = None) -> str:
     sections = [Section("Summary", summary=[
         f"{sum(f['verdict'] == v for f in findings)} finding(s): {_VERDICT_TITLES[v].lower()}"
         for v in _VERDICT_TITLES if any(f["verdict"] == v for f in findings)])]
@@ -440,7 +442,23 @@ def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str) ->
                              Cell(_evidence_text(evidence), href=link(evidence["source"]) if evidence else "")]))
         sections.append(Section(title, tables=[Table(["rule", "option", "now", "recommended", "why", "evidence"],
                                                      rows)]))
+    if measured:
+        sections.append(_measured_section(measured))
     return page(f"kernellab audit: {config}", f"profile {profile}", sections, "rules: src/kernellab/knowledge")
+
+
+def _measured_section(m: dict[str, Any]) -> Section:
+    """audit --measure: each rule's measured effect, and what was not measured."""
+    rules = Table(["rule", "change", "metric", "with its group", "with all recommendations"],
+                  [Row([Cell(r["rule"]), Cell(f"{r['option']}={r['value']}"), Cell(r["metric"]),
+                        Cell(f"{effect_text(r['group_effect'])} ({r['group']})"), Cell(effect_text(r["all_effect"]))])
+                   for r in m["rules"]])
+    missing = Table(["rule", "change", "why not measured"],
+                    [Row([Cell(u["rule"]), Cell(u["option"]), Cell(u["why"])]) for u in m["unmeasured"]])
+    return Section("Measured by kernellab", summary=[
+        m["kernel"], f"{modes.get(m['mode']).summary}; {m['runs']} run(s) per kernel",
+        f"{m['builds']} build(s), {m['boots']} boot(s), {m['wall_s'] / 60:.1f} min"],
+        tables=[rules, missing] if m["unmeasured"] else [rules])
 
 
 def _evidence_text(e: dict[str, Any] | None) -> str:
