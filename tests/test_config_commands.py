@@ -2,9 +2,11 @@
 command line end to end on Debian's 6.1 tree."""
 
 import json
+import lzma
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -344,3 +346,20 @@ def test_cli_diff_json_and_stale_option_warning(tinyconfig, tmp_path):
                       "prompt": "Enable support for printk",
                       "menu": "General setup > Configure standard kernel features (expert users)",
                       "category": "size"}
+
+
+@pytest.mark.integration
+def test_every_command_reading_a_config_reports_what_the_tree_cannot_hold(tinyconfig, tmp_path):
+    """Debian's 6.1 real-time config on the 6.1 source (PREEMPT_RT needs the RT patch's
+    ARCH_SUPPORTS_RT there): audit, config diff and config explain say what olddefconfig
+    would change, with the dependency that decides it, before the answer."""
+    rt = tmp_path / "rt.config"
+    rt.write_bytes(lzma.decompress(Path("/usr/src/linux-config-6.1/config.amd64_rt_amd64.xz").read_bytes()))
+    expected = "CONFIG_PREEMPT_RT=y -> n (depends on EXPERT && ARCH_SUPPORTS_RT && <choice>)"
+    for args in (("audit", str(rt), "--profile", "latency"), ("config", "diff", str(tinyconfig), str(rt)),
+                 ("config", "explain", "PREEMPT_RT", "--config", str(rt))):
+        r = cli(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        [line] = [w for w in r.stderr.splitlines() if "cannot hold" in w]
+        assert line.startswith(f"kernellab: warning: {rt}: ") and expected in line, (args, line)
+        assert "CC_VERSION_TEXT" not in line   # derived from the build host, not the user's choice

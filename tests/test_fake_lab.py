@@ -56,6 +56,17 @@ def test_resolve_reports_what_kconfig_dropped_selected_and_chose(lab, capsys):
     assert "unknown option CONFIG_UNIXX in Linux 6.1.0-fake; did you mean CONFIG_UNIX?" in capsys.readouterr().err
 
 
+def test_compare_says_what_a_users_base_config_cannot_hold(lab, capsys, tmp_path):
+    """A hand-written base: DEBUG_LIST without the DEBUG_KERNEL it depends on. The
+    comparison runs on what olddefconfig makes of it, and says so first."""
+    base = tmp_path / "mine.config"
+    base.write_text("CONFIG_NET=y\nCONFIG_UNIX=y\nCONFIG_DEBUG_LIST=y\n")
+    _, err = report(lab, capsys, f"mine={base}", "ref=tinyconfig")
+    [line] = [w for w in err.splitlines() if "cannot hold" in w]
+    assert line.startswith(f"· mine: warning: {base}: 1 option(s) cannot hold in Linux 6.1.0-fake x86_64")
+    assert line.endswith("CONFIG_DEBUG_LIST=y -> n (depends on DEBUG_KERNEL)")
+
+
 # -- build ---------------------------------------------------------------------------
 
 def test_build_gives_image_and_sizes_and_a_second_identical_build_is_cached(lab, capsys):

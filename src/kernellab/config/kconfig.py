@@ -277,6 +277,9 @@ class KconfigTree:
         self._load_settings(known, path)
         self._base = (known, path)
         self._check_arch(settings, path)
+        if (cannot := self._cannot_hold(known)):
+            warnings.insert(0, f"{path}: {len(cannot)} option(s) cannot hold in {self.where} and resolve "
+                               f"otherwise (the answer below is for the resolved values): " + "; ".join(cannot))
         if unknown:
             warnings.insert(0, self._unknown_warning(path, unknown))
         return warnings
@@ -306,6 +309,28 @@ class KconfigTree:
                 if sym is None or sym.tri_value != 2:
                     raise LabError(f"{path} is a config for {arch} ({s.origin}: {s.name}=y), "
                                    f"not for {self.profile.name}: pass --arch for its arch")
+
+    def _cannot_hold(self, settings: list[Setting], detailed: int = 10) -> list[str]:
+        """Settings of options a user can set (with a prompt) that the tree resolves to
+        another value (an unmet dependency, a select), each with what decides it. Derived
+        options (the compiler's version, pahole's features) follow the build host."""
+        out: list[str] = []
+        for s in settings:
+            sym = self.symbol(s.name)
+            got = self.value(sym) if sym is not None else None
+            if sym is None or not any(n.prompt for n in sym.nodes) or (got if got is not None else "n") == s.value or \
+                    (got is None and s.value == "n"):
+                continue
+            why = ""
+            if len(out) < detailed:
+                if sym.orig_type in BOOL_TRISTATE and kconfiglib.expr_value(sym.rev_dep) > 0:
+                    why = f" (selected by {kconfiglib.expr_str(sym.rev_dep)})"
+                elif kconfiglib.expr_value(sym.direct_dep) == 0:
+                    why = f" (depends on {kconfiglib.expr_str(sym.direct_dep)})"
+            out.append(f"{s.name}={s.value} -> {got if got is not None else '(unset)'}{why}")
+        if len(out) > detailed:
+            out[detailed:] = [f"and {len(out) - detailed} more"]
+        return out
 
     def _unknown_warning(self, path: str, unknown: list[Setting], detailed: int = 5) -> str:
         # Suggestions cost a scan of every name each: worth it for the first few only.
