@@ -51,3 +51,25 @@ def test_the_table_says_how_it_was_measured_and_a_rerun_builds_nothing(lab, caps
     assert "cost: 0 build(s), 0 boot(s)" in text
     html = measure(lab, capsys, config, "--format", "html")
     assert "Measured by kernellab" in html and "-0.99% better (debugging)" in html
+
+
+def test_a_change_made_at_boot_is_measured_on_the_same_kernel_booted_with_its_parameter(lab, capsys, tmp_path,
+                                                                                       monkeypatch):
+    import dataclasses
+
+    from kernellab import cli
+    from kernellab.knowledge import Switch, rules_for
+    shipped = rules_for("throughput-server")
+    # As if this kernel could turn its list debugging off at boot.
+    at_boot = [dataclasses.replace(r, switch=Switch((("CONFIG_DEBUG_KERNEL", "y"),), "list_debug=off"))
+               if r.id == "debug-list" else r for r in shipped]
+    monkeypatch.setattr(cli, "rules_for", lambda profile: at_boot)
+    config = tmp_path / "server.config"
+    config.write_text(CONFIG)
+    m = json.loads(measure(lab, capsys, config, "--format", "json"))["measured"]
+    boot = next(g for g in m["groups"] if g["name"] == "boot list_debug=off")
+    assert boot["settings"] == {} and boot["built"] is False    # the kernel as configured, booted again
+    assert "CONFIG_DEBUG_LIST" not in next(g for g in m["groups"] if g["name"] == "debugging")["settings"]
+    rule = next(r for r in m["rules"] if r["rule"] == "debug-list")
+    assert rule["group"] == "boot list_debug=off" and rule["all_effect"] is None
+    assert m["builds"] == 5 and m["boots"] == 6   # as configured, all and three categories; + the boot

@@ -4,9 +4,12 @@ Each option a rule names for the profile gets a verdict:
 - ok      its value is one of the acceptable ones;
 - change  it is not, and kconfig lets it be changed here (what else must change with it is
           part of the recommendation);
+- boot    it is not, and the config lets the kernel make the change at boot: the rule's
+          switch (a boot parameter such as preempt=none under PREEMPT_DYNAMIC) does it
+          without a rebuild;
 - n/a     it cannot be set in this tree and arch: the option does not exist, exists only
           for other arches, or depends on something that can never hold here.
-A rule is `change` when any of its options is, else `ok` when one is ok, else `n/a`
+A rule is `change` when any of its options is, else `boot`, else `ok` when one is ok, else `n/a`
 (rules name options of several kernel versions, e.g. PAGE_TABLE_ISOLATION and its
 6.9 name MITIGATION_PAGE_TABLE_ISOLATION, so one n/a option is expected).
 
@@ -29,7 +32,7 @@ from .dotconfig import Setting
 from .kconfig import KconfigTree
 from .planner import Need, plan, same_value
 
-VERDICTS = ("ok", "change", "n/a")
+VERDICTS = ("ok", "boot", "change", "n/a")
 
 
 @dataclass
@@ -66,7 +69,7 @@ class AuditReport:
         out: dict[str, tuple[Rule, str]] = {}
         for rule_id, findings in by_rule.items():
             verdicts = {f.verdict for f in findings}
-            verdict = next(v for v in ("change", "ok", "n/a") if v in verdicts)
+            verdict = next(v for v in ("change", "boot", "ok", "n/a") if v in verdicts)
             out[rule_id] = (findings[0].rule, verdict)
         return out
 
@@ -89,22 +92,32 @@ def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
     for rule in rules:
         expected = rule.expected_for(profile)
         stronger = _stronger(tree, rule)
+        at_boot = rule.switch is not None and all(_holds(tree, o, v) for o, v in rule.switch.when)
         for option, acceptable in (expected or {}).items():
             if stronger:
                 sym = tree.symbol(option)
                 findings.append(Finding(rule, option, tree.value(sym) if sym is not None else None, acceptable, "ok",
                                         f"{stronger} holds: a stronger choice of the same kind"))
-            else:
-                findings.append(_check(tree, rule, option, acceptable))
+                continue
+            finding = _check(tree, rule, option, acceptable)
+            if at_boot and finding.verdict == "change":
+                assert rule.switch is not None
+                finding = dataclasses.replace(finding, verdict="boot", settings=None, reason=(
+                    f"no rebuild: boot with {rule.switch.boot} ({rule.switch.text()} lets the kernel choose)"))
+            findings.append(finding)
     return AuditReport(tree.loaded or "", profile, tree.where, findings)
+
+
+def _holds(tree: KconfigTree, option: str, value: str) -> bool:
+    sym = tree.symbol(option)
+    current = tree.value(sym) if sym is not None else None
+    return current is not None and same_value(sym, current, value)
 
 
 def _stronger(tree: KconfigTree, rule: Rule) -> str:
     """The first of the rule's stronger choices the config makes ("" when none)."""
     for option, value in rule.satisfied_by:
-        sym = tree.symbol(option)
-        current = tree.value(sym) if sym is not None else None
-        if current is not None and same_value(sym, current, value):
+        if _holds(tree, option, value):
             return f"{option}={value}"
     return ""
 
@@ -218,6 +231,12 @@ def fragment(tree: KconfigTree, report: AuditReport) -> str:
         elif extra:
             lines.append(f"#   {f.option}={f.target} needs {', '.join(extra)} too")
         lines += [s.line() for s in new]
+    at_boot = [f for f in report.findings if f.verdict == "boot"]
+    if at_boot:
+        lines += ["", "# Needs no rebuild (the kernel chooses at boot):"]
+    for f in at_boot:
+        assert f.rule.switch is not None   # a boot verdict comes from the rule's switch
+        lines.append(f"# {f.rule.id}: boot with {f.rule.switch.boot} rather than setting {f.option}={f.target}")
     omitted = [f for f in changes if id(f) in why_not]
     if omitted:
         lines += ["", "# Not applied:"]

@@ -3,9 +3,11 @@
 The audited config is built as it resolves, then with every recommendation applied, then
 with each rule category's recommendations on their own; each kernel is booted for the
 metrics the recommending rules name, and each rule is shown the effect its group and all
-recommendations had on its metric. A distribution's config is measured reduced onto
-lab-minimal (kernellab.config.reduce, with every option the rules check kept at the
-config's value), and the result says so. What cannot be measured is listed with why.
+recommendations had on its metric. A recommendation the kernel makes at boot (verdict
+"boot") is measured by booting the kernel as configured with its parameter. A
+distribution's config is measured reduced onto lab-minimal (kernellab.config.reduce, with
+every option the rules check kept at the config's value), and the result says so. What
+cannot be measured is listed with why.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import modes, paths, progress
@@ -34,7 +36,7 @@ ALL = "all recommendations"
 
 @dataclass
 class Group:
-    name: str                                # ALL, or a rule category
+    name: str                                # ALL, a rule category, or "boot PARAM"
     settings: dict[str, str]
     rules: list[str]
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
@@ -77,6 +79,12 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
             unmeasured.append(_why(f, "the rule names no metric kernellab measures"))
         else:
             measurable.append(f)
+    at_boot = []
+    for f in report.findings:
+        if f.verdict == "boot" and not f.rule.metric:
+            unmeasured.append(_why(f, "the rule names no metric kernellab measures"))
+        elif f.verdict == "boot" and f.rule.id not in {b.rule.id for b in at_boot}:
+            at_boot.append(f)
     for rule_id, (_rule, verdict) in report.rule_verdicts().items():
         if verdict == "n/a":
             reason = next(f.reason for f in report.findings if f.rule.id == rule_id)
@@ -89,25 +97,40 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
             measurable.remove(f)
             unmeasured.append(_why(f, f"the measured kernel already has {f.option}={f.target} "
                                       "(the reduction keeps lab-minimal's value)"))
-    if not measurable:
+    if not measurable and not at_boot:
         raise LabError("audit --measure: no recommended change can be built and measured here "
                        "(see the audit's reasons); nothing was built")
-    metrics = sorted({f.rule.metric for f in measurable})
+    metrics = sorted({f.rule.metric for f in measurable + at_boot})
     # Tolerant: a metric this kernel cannot measure leaves its rules unmeasured, not the rest.
     prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True)
-    groups = _groups(found, measurable)
-    log(f"audit --measure: {kernel}; {len(groups)} variant(s) beside it, {mode} mode, {runs} run(s), "
-        f"metrics {', '.join(metrics)}")
-    with progress.task("audit --measure", len(groups) + 1, "kernels measured") as bar:
+    groups = _groups(found, measurable) if measurable else []
+    boot_groups = [Group(f"boot {_param(f)}", {}, [f.rule.id]) for f in at_boot]
+    log(f"audit --measure: {kernel}; {len(groups) + len(boot_groups)} variant(s) beside it, {mode} mode, "
+        f"{runs} run(s), metrics {', '.join(metrics)}")
+    with progress.task("audit --measure", len(groups) + len(boot_groups) + 1, "kernels measured") as bar:
         baseline = prober.probe("as-configured", {}, runs)
         bar.advance()
         for g in groups:
-            probe = prober.probe(f"audit:{g.name}", g.settings, runs)
-            _record(g, baseline, probe, metrics, mode)
+            _record(g, baseline, prober.probe(f"audit:{g.name}", g.settings, runs), metrics, mode)
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
             bar.advance()
-    by_name = {g.name: g for g in groups}
+        for f, g in zip(at_boot, boot_groups, strict=True):
+            # The same kernel, booted with the parameter: its build is reused.
+            booted = Prober(store, replace(base, boot_args=[*base.boot_args, _param(f)]), prepared.config.text,
+                            metrics, mode, tolerant=True)
+            _record(g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode)
+            prober.boots += booted.boots
+            log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
+            bar.advance()
+    by_name = {g.name: g for g in groups + boot_groups}
     rules = []
+    for f in at_boot:
+        g = by_name[f"boot {_param(f)}"]
+        if f.rule.metric not in g.effects:
+            unmeasured.append(_why(f, f"the measured kernel gave no {f.rule.metric} (not available here)"))
+            continue
+        rules.append({"rule": f.rule.id, "option": f.option, "value": f.target, "group": g.name,
+                      "metric": f.rule.metric, "group_effect": g.effects[f.rule.metric], "all_effect": None})
     for f in measurable:
         own, every = by_name[f.rule.category], by_name[ALL]
         if f.option in own.dropped or f.option in every.dropped:
@@ -120,8 +143,13 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
                       "metric": f.rule.metric, "group_effect": own.effects[f.rule.metric],
                       "all_effect": every.effects[f.rule.metric]})
     return MeasuredAudit(mode, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
-                         groups,
+                         groups + boot_groups,
                          rules, unmeasured, prober.builds, prober.boots, time.monotonic() - start)
+
+
+def _param(f: Finding) -> str:
+    assert f.rule.switch is not None   # a boot verdict comes from the rule's switch
+    return f.rule.switch.boot
 
 
 def _why(f: Finding, why: str) -> dict[str, str]:

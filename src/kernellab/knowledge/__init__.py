@@ -20,6 +20,11 @@ Schema of one rule (see any shipped file for examples)::
     figure = "..."                  # the figure as published
     verified = true                 # false needs a note saying why
     note = "..."
+    # optional:
+    satisfied_by = ["CONFIG_PREEMPT_RT=y"]        # stronger choices that satisfy it too
+    switch = { when = ["CONFIG_PREEMPT_DYNAMIC=y"], boot = "preempt=none" }
+                                    # when every condition holds, the change is a boot
+                                    # parameter, not a rebuild (verdict "boot")
 
 A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``,
 ``"0x10"``), a double-quoted string (``"\\"deadline\\""``), or a list of such values.
@@ -47,6 +52,7 @@ _ID = re.compile(r"[a-z0-9-]+")
 _OPTION = re.compile(r"CONFIG_[A-Z0-9_]+")
 # y/n/m, a decimal or hex number, or a string with its double quotes, as .config writes them.
 _VALUE = re.compile(r'[ynm]|-?[0-9]+|0x[0-9a-fA-F]+|"([^"\\]|\\.)*"')
+_BOOT_WORD = re.compile(r"[a-z0-9_.\-]+=[A-Za-z0-9_,.\-]+")
 _TEXT_FIELDS = ("id", "title", "category", "rationale", "metric", "expected_change")
 
 
@@ -75,6 +81,24 @@ class _RuleTable:
     # for a rule asking for PREEMPT): any one holding makes the rule ok, as the OR checks of
     # kernel-hardening-checker do, and the audit never recommends undoing it.
     satisfied_by: list[str] = field(default_factory=list)
+    # The change needs no rebuild when the config lets the kernel choose at boot: the
+    # conditions (CONFIG_NAME=VALUE, all holding) and the boot parameter that makes it.
+    switch: _SwitchTable | None = None
+
+
+@dataclass(frozen=True)
+class _SwitchTable:
+    when: list[str]
+    boot: str
+
+
+@dataclass(frozen=True)
+class Switch:
+    when: tuple[tuple[str, str], ...]   # (option, value), every one must hold
+    boot: str                           # the kernel parameter that makes the change
+
+    def text(self) -> str:
+        return " and ".join(f"{o}={v}" for o, v in self.when)
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,7 @@ class Rule:
     expect: dict[str, dict[str, tuple[str, ...]] | None]
     evidence: tuple[Evidence, ...]
     satisfied_by: tuple[tuple[str, str], ...] = ()   # (option, value)
+    switch: Switch | None = None
 
     def expected_for(self, profile: str) -> dict[str, tuple[str, ...]] | None:
         """The options this rule checks for `profile` and their acceptable values; None = skip."""
@@ -186,15 +211,24 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
         raise fail(f"metric {table.metric!r} is not in the metric catalog (metrics/metrics.toml)")
     expect = _parse_expect(table.expect, fail)
     evidence = _parse_evidence(table.evidence, fail)
-    stronger = []
-    for text in table.satisfied_by:
-        option, eq, value = text.partition("=")
-        if not eq or not _OPTION.fullmatch(option) or not value:
-            raise fail(f"satisfied_by {text!r} is not CONFIG_NAME=VALUE")
-        stronger.append((option, value))
+    stronger = tuple(_assignment(text, "satisfied_by", fail) for text in table.satisfied_by)
+    switch = None
+    if table.switch is not None:
+        if not table.switch.when:
+            raise fail("switch.when names no CONFIG_NAME=VALUE condition")
+        if not _BOOT_WORD.fullmatch(table.switch.boot):
+            raise fail(f"switch.boot {table.switch.boot!r} is not one kernel parameter (name=value)")
+        switch = Switch(tuple(_assignment(t, "switch.when", fail) for t in table.switch.when), table.switch.boot)
     return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,
                 metric=table.metric, expected_change=table.expected_change,
-                expect=expect, evidence=evidence, satisfied_by=tuple(stronger))
+                expect=expect, evidence=evidence, satisfied_by=stronger, switch=switch)
+
+
+def _assignment(text: str, key: str, fail: Callable[[str], LabError]) -> tuple[str, str]:
+    option, eq, value = text.partition("=")
+    if not eq or not _OPTION.fullmatch(option) or not _VALUE.fullmatch(value):
+        raise fail(f"{key} {text!r} is not CONFIG_NAME=VALUE")
+    return option, value
 
 
 def _parse_expect(raw: object, fail: Callable[[str], LabError]) -> dict[str, dict[str, tuple[str, ...]] | None]:

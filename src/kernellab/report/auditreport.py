@@ -17,7 +17,7 @@ def render_table(report: AuditReport) -> str:
     ow = max(len(f.option) for f in report.findings)
     lines.append(f"{'rule':<{rw}}  {'option':<{ow}}  {'current':>8}  {'expected':<10}  {'verdict':<7}  reason")
     for f in report.findings:
-        expected = f.target if f.verdict == "change" else "|".join(f.expected)
+        expected = f.target if f.verdict in ("change", "boot") else "|".join(f.expected)
         lines.append(f"{f.rule.id:<{rw}}  {f.option:<{ow}}  {_shown(f.current):>8}  {expected:<10}  "
                      f"{f.verdict:<7}  {f.reason}".rstrip())
     lines += ["", _totals_table(report)]
@@ -58,7 +58,8 @@ def render_measured(m: dict[str, Any]) -> str:
     for g in m["groups"]:
         unit_values = ", ".join(f"{metric} {effect_text(c)}" for metric, c in g["effects"].items())
         built = f"built in {g['build_s']:.0f} s" if g["built"] else "build reused"
-        lines.append(f"  {g['name']}: {len(g['settings'])} setting(s), {built}: {unit_values}")
+        what = f"{len(g['settings'])} setting(s)" if g["settings"] else "the kernel as configured"
+        lines.append(f"  {g['name']}: {what}, {built}: {unit_values}")
     if m["unmeasured"]:
         lines.append("not measured:")
         lines += [f"  {u['rule']}{' ' + u['option'] if u['option'] else ''}: {u['why']}" for u in m["unmeasured"]]
@@ -66,8 +67,8 @@ def render_measured(m: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def effect_text(c: dict[str, Any]) -> str:
-    if c.get("delta_pct") is None:
+def effect_text(c: dict[str, Any] | None) -> str:
+    if c is None or c.get("delta_pct") is None:
         return "-"
     interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]{'*' if c.get('significant') else ''}"
                 if c.get("ci_low_pct") is not None else "")

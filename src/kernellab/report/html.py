@@ -418,7 +418,8 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
-_VERDICT_TITLES = {"change": "Recommended changes", "ok": "Already as recommended", "n/a": "Not applicable"}
+_VERDICT_TITLES = {"change": "Recommended changes", "boot": "Changes made at boot (no rebuild)",
+                   "ok": "Already as recommended", "n/a": "Not applicable"}
 
 
 def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str,
