@@ -79,7 +79,7 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
             unmeasured.append(_why(f, "the rule names no metric kernellab measures"))
         else:
             measurable.append(f)
-    at_boot = []
+    at_boot: list[Finding] = []
     for f in report.findings:
         if f.verdict == "boot" and not f.rule.metric:
             unmeasured.append(_why(f, "the rule names no metric kernellab measures"))
