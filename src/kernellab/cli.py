@@ -17,11 +17,11 @@ from typing import Any
 import shtab
 from argparse_manpage.manpage import Manpage
 
-from . import __version__, arches, doctor, gate, modes, paths, prebuilt, progress, sources, toolchain
+from . import __version__, arches, doctor, gate, modes, paths, prebuilt, profiler, progress, sources, toolchain
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import audit_measure, compare, floor, lab, lava, study, sweep
+from .experiments import audit_measure, compare, floor, lab, lava, profiling, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
@@ -470,6 +470,22 @@ def cmd_size(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    store = _store(args)
+    a, b = (profiling.profile(store, _variant(v, args), args.metric, args.mode, args.repeats, log=_log)
+            for v in (args.a, args.b))
+    rows = profiler.changes(a.functions, b.functions, args.top)
+    how = profiling.how(args.mode, args.metric, args.repeats)
+    if args.format == "json":
+        _output(_json({"how": how, "metric": args.metric,
+                       "kernels": [{"name": p.name, "run": p.run_id, "ticks": p.hits, "metric_value": p.metric_value}
+                                   for p in (a, b)],
+                       "changes": [{**c.__dict__, "delta": c.delta} for c in rows]}), None)
+    else:
+        _output(profiler.text((a.name, b.name), (a.hits, b.hits), rows, how), None)
+    return EXIT_OK
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     # From the parser itself, so completion never lags behind a new option.
     sys.stdout.write(shtab.complete(parser(), shell=args.shell))
@@ -783,6 +799,18 @@ def parser() -> argparse.ArgumentParser:
     sz.add_argument("--top", type=_at_least_one, default=size_view.TOP, help="rows of symbols and directories")
     format_opt(sz, "table", "json", "bloat-o-meter")
     variant_opts(sz)
+
+    pr = command("profile", "where the kernel's time goes while a metric runs: the kernel's tick profiler "
+                 "(CONFIG_PROFILING, profile=2) on two variants, functions by change of share", cmd_profile)
+    pr.add_argument("a", metavar="A", help="a variant, as compare takes it (built with CONFIG_PROFILING=y added)")
+    pr.add_argument("b", metavar="B", help="the variant to set beside it")
+    pr.add_argument("--metric", required=True, help="the agent metric to run while profiling, e.g. syscall.null")
+    pr.add_argument("--repeats", type=_at_least_one, default=51,
+                    help="the metric's repeats: more ticks, a finer profile (default 51)")
+    pr.add_argument("--top", type=_at_least_one, default=20, help="functions to show")
+    mode_opt(pr, modes.DEFAULT)
+    format_opt(pr, "table", "json")
+    variant_opts(pr)
 
     comp = command("completion", "print a shell completion script: "
                    "`source <(kernellab completion bash)`, or save it where your shell looks", cmd_completion)

@@ -30,6 +30,7 @@ struct options {
 	const char *block_dev; /* NULL: no scratch disk */
 	long block_mb;
 	long alloc_cap_mb;
+	long profile;          /* KL_PROFILE: 1 sends the tick profiler's counters */
 };
 
 enum kind {

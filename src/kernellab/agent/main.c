@@ -37,6 +37,7 @@
  *   pid1.c     mounts, console, loopback, scratch disk, modules, reboot
  *              (pid1.h)
  *   util.c     helpers the groups share: children, files, buffers (util.h)
+ *   profile.c  KL_PROFILE: the kernel tick profiler's counters (profile.h)
  *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c latency.c net.c blk.c
  *   file.c
  *   sysfs.c
@@ -61,6 +62,8 @@
  *                    disk of its own (ext4), mounted on /mnt/fs (file.c)
  *   KL_FILE_DIR      file.*: local mode: the directory holding tst.dd
  *   KL_FILE_MB       file.*: MiB moved per sample (the whole file)
+ *   KL_PROFILE       1: the kernel tick profiler's counters, reset before the
+ *                    suite and sent after it (profile.c; needs profile=N)
  * Local mode also accepts --repeats N --target-us N --only a,b --with net --idle-ms N
  * --block-dev PATH, which override the environment.
  */
@@ -78,6 +81,7 @@
 #include "file.h"
 #include "harness.h"
 #include "pid1.h"
+#include "profile.h"
 #include "record.h"
 #include "util.h"
 
@@ -190,6 +194,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	report_unknown_names(o->only, suite, SUITE_TABLES);
 	report_clocksource();
 	measure_overheads();
+	bool profiling = o->profile && profile_reset();
 
 	for (size_t t = 0; t < SUITE_TABLES; t++) {
 		/* Before the walk of /sys brings its directories into Slab. */
@@ -199,6 +204,8 @@ static void run_suite(const struct options *o, const char *workdir)
 			if (table_runs(suite[t], o) && wanted(o->only, &suite[t]->metric[i]))
 				run_metric(&suite[t]->metric[i], o, workdir);
 	}
+	if (profiling)
+		profile_report();
 
 	emit("t=end records=%lu", records_emitted());
 }
@@ -235,6 +242,8 @@ static void options_from_env(struct options *o)
 		o->block_mb = parse_long("KL_BLOCK_MB", v, MAX_BLOCK_MB);
 	if ((v = getenv("KL_ALLOC_CAP_MB")))
 		o->alloc_cap_mb = parse_long("KL_ALLOC_CAP_MB", v, ALLOC_CAP_MB);
+	if ((v = getenv("KL_PROFILE")))
+		o->profile = parse_long("KL_PROFILE", v, 1);
 }
 
 static void options_from_argv(struct options *o, int argc, char **argv)
