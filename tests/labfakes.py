@@ -24,13 +24,16 @@ BOOT = ["[    0.000000] Linux version 6.1.0-fake (kernellab@kernellab)",
 
 
 def agent_lines(samples: dict[str, list[float]], unavailable: dict[str, str] | None = None,
-                clocksource: str = "tsc", version: int = 1, end: bool = True) -> list[str]:
-    """What the agent prints for these samples (ns), framed and checksummed as it does."""
+                clocksource: str = "tsc", version: int = 1, end: bool = True,
+                flaws: dict[str, str] | None = None) -> list[str]:
+    """What the agent prints for these samples (ns), framed and checksummed as it does;
+    `flaws`: /sys/devices/system/cpu/vulnerabilities, as the agent sends it."""
     payloads = [f"t=hello v={version} agent=kernellab-agent mode=pid1",
                 f"t=meta key=clocksource value={clocksource}"]
     for metric, values in samples.items():
         payloads += [f"t=sample metric={metric} unit=ns rep={i} iters=1000 value={v}" for i, v in enumerate(values)]
     payloads += [f"t=na metric={m} reason={r.replace(' ', '_')}" for m, r in (unavailable or {}).items()]
+    payloads += [f"t=meta key=vulnerability.{name} value={state}" for name, state in (flaws or {}).items()]
     lines = [frame(f"seq={seq} {p}") for seq, p in enumerate(payloads)]
     if end:
         lines.append(frame(f"seq={len(payloads)} t=end records={len(payloads)}"))

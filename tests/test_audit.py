@@ -419,3 +419,15 @@ def test_a_malformed_switch_is_refused_by_the_loader(tmp_path):
     (tmp_path / "accounting.toml").write_text(shipped.replace('boot = "audit=0"', 'boot = "audit=0 quiet"'))
     with pytest.raises(LabError, match="audit-off: switch.boot 'audit=0 quiet' is not one kernel parameter"):
         load_rules(tmp_path)
+
+
+def test_a_rules_flaws_are_names_the_kernel_reports_and_a_bad_one_is_refused(tmp_path):
+    by_id = {r.id: r for r in load_rules()}
+    assert by_id["page-table-isolation"].flaws == ("meltdown",)
+    assert by_id["retpoline"].flaws == ("spectre_v2",)
+    shipped = (default_dir() / "mitigations-hardening.toml").read_text()
+    (tmp_path / "mitigations-hardening.toml").write_text(shipped.replace('flaws = ["meltdown"]',
+                                                                         'flaws = ["Meltdown!"]'))
+    with pytest.raises(LabError, match="page-table-isolation: flaws: 'Meltdown!' is not a file name of "
+                                       "/sys/devices/system/cpu/vulnerabilities"):
+        load_rules(tmp_path)

@@ -3,6 +3,7 @@ shown the effect measured on its metric, and what could not be measured said wit
 
 import json
 
+import markupsafe
 import pytest
 
 # DEBUG_LIST costs 1% on syscall.null in the fake QEMU; CC_OPTIMIZE_FOR_SIZE, HZ_1000 and
@@ -73,3 +74,31 @@ def test_a_change_made_at_boot_is_measured_on_the_same_kernel_booted_with_its_pa
     rule = next(r for r in m["rules"] if r["rule"] == "debug-list")
     assert rule["group"] == "boot list_debug=off" and rule["all_effect"] is None
     assert m["builds"] == 5 and m["boots"] == 6   # as configured, all and three categories; + the boot
+
+
+@pytest.mark.parametrize(("flaws", "said"), [
+    (("meltdown",), "inactive on the emulated CPU (the kernel reported the CPU not affected by meltdown): "
+                    "this is not the mitigation's cost"),
+    (("meltdown", "spectre_v2"), "partly inactive on the emulated CPU (the kernel reported the CPU not "
+                                 "affected by meltdown): only the rest of it was measured"),
+    (("spectre_v2",), None)])
+def test_a_mitigation_the_kernel_never_ran_is_called_inactive_not_free(lab, capsys, tmp_path, monkeypatch,
+                                                                      flaws, said):
+    import dataclasses
+
+    from kernellab import cli
+    from kernellab.knowledge import rules_for
+    shipped = rules_for("throughput-server")
+    # As if DEBUG_LIST mitigated these flaws; the fake QEMU's CPU is not affected by Meltdown.
+    monkeypatch.setattr(cli, "rules_for", lambda profile: [dataclasses.replace(r, flaws=flaws)
+                                                           if r.id == "debug-list" else r for r in shipped])
+    config = tmp_path / "server.config"
+    config.write_text(CONFIG)
+    text = measure(lab, capsys, config)
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("debug-list ") and "syscall.null" in line)
+    if said is None:
+        assert "inactive" not in text
+    else:
+        assert lines[row + 1].strip() == said
+        assert str(markupsafe.escape(said)) in measure(lab, capsys, config, "--format", "html")

@@ -13,6 +13,7 @@ import pytest
 from conftest import kernellab
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
+from kernellab.guest import vulnerabilities
 from kernellab.guest.records import frame
 from kernellab.initramfs import build_cpio
 from kernellab.metrics.catalog import describe
@@ -124,6 +125,10 @@ def test_compare_json_report(minimal, tmp_path):
     assert run["target"]["label"] == "QEMU TCG icount" and run["target"]["details"]["cpu"] == "qemu64"
     # The agent starts while the kernel still times with tsc-early; a precise clock either way.
     assert run["agent_version"] == 1 and run["clocksource"] in ("tsc-early", "tsc")
+    # The kernel's word on the emulated CPU's flaws travels with the run.
+    assert {"meltdown", "spectre_v2"} <= set(run["vulnerabilities"])
+    assert all(vulnerabilities.readable(state).startswith(("Not affected", "Mitigation", "Vulnerable", "Unknown"))
+               for state in run["vulnerabilities"].values()), run["vulnerabilities"]
     (variant,) = report["variants"]
     assert variant["source"] == "debian:6.1" and variant["arch"] == "x86_64"
     assert variant["config_hash"] == minimal[0].config.hash and variant["dropped_options"] == []

@@ -28,7 +28,9 @@ def script(cmdline: str) -> list[str]:
     lines = labfakes.BOOT + labfakes.agent_lines({"syscall.null": NULL["b" if b else "a"],
                                                   "ipc.unix_rtt": [] if b else [900.0] * 5},
                                                  {"ipc.unix_rtt": "socket(AF_UNIX) failed"} if b else None,
-                                                 end=not b)
+                                                 end=not b,
+                                                 flaws=None if b else {"meltdown": "Not_affected",
+                                                                       "spectre_v2": "Mitigation__Retpolines"})
     return lines + (["[    1.000000] Kernel panic - not syncing: fake"] if b else [])
 
 
@@ -75,6 +77,7 @@ def test_table_says_mode_target_boot_parameters_and_failures(report):
     text = render(report, "table")
     assert "mode: icount" in text and "not hardware" in text and "target: fake icount (cpu none)" in text
     assert "boot parameters and sysctls: mitigations=off sysctl vm.swappiness=10" in text
+    assert "CPU flaws as a saw them: not affected: meltdown; mitigated: spectre_v2" in text
     assert re.search(r"run \d+ panic: Kernel panic - not syncing: fake", text)
     assert "+50.0%" in text and "200.0 ±0.0% n=5" in text
     # The reason names the option the variant lacks (from the catalog's needs), not the agent's words.

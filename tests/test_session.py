@@ -9,6 +9,7 @@ import labfakes
 from kernellab.errors import LabError
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
+from kernellab.guest import vulnerabilities
 from kernellab.guest.session import Session
 from kernellab.store import Store
 from labfakes import BOOT, FakeConsole, ListSink, agent_lines
@@ -154,3 +155,33 @@ def test_a_target_without_deterministic_time_refuses_icount(tmp_path):
     with pytest.raises(LabError, match="the fake target cannot run icount mode .*use --mode wall"):
         _run(tmp_path, target)
     assert target.cmdlines == []  # refused before anything started
+
+
+# -- the CPU's speculation flaws, as the kernel saw them -------------------------------
+
+FLAWS = {"meltdown": "Not_affected", "spectre_v2": "Mitigation__Retpolines__STIBP__disabled",
+         "retbleed": "Vulnerable"}
+
+
+def test_the_kernels_word_on_cpu_flaws_is_kept_with_the_run(tmp_path):
+    target = labfakes.FakeTarget(lambda c: BOOT + agent_lines({"syscall.null": [200.0]}, flaws=FLAWS))
+    store, outcome = _run(tmp_path, target)
+    assert outcome.status == "ok"
+    assert store.run_vulnerabilities(outcome.run_id) == FLAWS
+    assert vulnerabilities.readable(FLAWS["spectre_v2"]) == "Mitigation: Retpolines, STIBP, disabled"
+    assert vulnerabilities.summary(FLAWS) == "not affected: meltdown; vulnerable: retbleed; mitigated: spectre_v2"
+
+
+def test_a_run_without_the_flaws_directory_stores_none(tmp_path):
+    target = labfakes.FakeTarget(lambda c: BOOT + agent_lines({"syscall.null": [200.0]}))
+    store, outcome = _run(tmp_path, target)
+    assert store.run_vulnerabilities(outcome.run_id) == {}
+
+
+def test_a_mitigation_is_inactive_only_where_every_run_said_not_affected():
+    runs = [FLAWS, {**FLAWS, "spectre_v2": "Not_affected"}]
+    assert vulnerabilities.inactive(runs, ["meltdown", "spectre_v2"]) == ["meltdown"]
+    assert vulnerabilities.inactive(runs, ["retbleed"]) == []
+    # A run that did not report a flaw (an older kernel, another arch) claims nothing.
+    assert vulnerabilities.inactive([*runs, {}], ["meltdown"]) == []
+    assert vulnerabilities.inactive([], ["meltdown"]) == []

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import LabError
+from .guest import vulnerabilities
 
 SCHEMA_VERSION = 2
 
@@ -261,6 +262,10 @@ class Store:
     def run_logs(self, run_id: int, kind: str) -> list[str]:
         return [row["text"] for row in self.db.execute(
             "SELECT text FROM logs WHERE run_id=? AND kind=? ORDER BY id", (run_id, kind))]
+
+    def run_vulnerabilities(self, run_id: int) -> dict[str, str]:
+        """The CPU flaws the run's kernel reported, NAME -> state as the agent sent it."""
+        return vulnerabilities.from_log(self.run_log(run_id, vulnerabilities.LOG_KIND))
 
     def run_log(self, run_id: int, kind: str = "console") -> str | None:
         logs = self.run_logs(run_id, kind)

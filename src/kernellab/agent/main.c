@@ -19,8 +19,9 @@
  * initramfs: loaded or why not), then for each metric either one t=sample
  * per repeat or one t=na saying why it could not run, then one t=sample
  * per /proc/meminfo line (before the last group, sysfs.*, whose walk of
- * /sys fills the dentry and inode caches), and last t=end records=<number
- * of records before it>.
+ * /sys fills the dentry and inode caches), one t=meta
+ * key=vulnerability.NAME per file of /sys/devices/system/cpu/vulnerabilities,
+ * and last t=end records=<number of records before it>.
  *
  * The suite is lmbench-class: system calls, signals, IPC latency and
  * bandwidth, context switches, file system, VM, memory bandwidth, AES in the
@@ -69,6 +70,7 @@
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64 /* 32-bit targets: offsets on disks over 2 GiB */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,6 +169,39 @@ static void report_clocksource(void)
 	emit("t=meta key=clocksource value=%s", sanitize(name));
 }
 
+/*
+ * Which CPU flaws the kernel believes this CPU has, and what it does about
+ * each: a mitigation that the kernel switched off on an unaffected (often
+ * emulated) CPU costs nothing, and a report must say so rather than show 0%.
+ * Read after the suite, so the sysfs lookups touch no measured cache.
+ */
+static void report_vulnerabilities(void)
+{
+	static const char dir_path[] = "/sys/devices/system/cpu/vulnerabilities";
+	DIR *dir = opendir(dir_path);
+	struct dirent *d;
+
+	if (!dir)
+		return; /* older kernels and non-x86/arm64 arches have none */
+	while ((d = readdir(dir))) {
+		char path[512], state[160] = "";
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir_path, d->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (!fgets(state, sizeof(state), f))
+			snprintf(state, sizeof(state), "unreadable");
+		fclose(f);
+		state[strcspn(state, "\n")] = '\0';
+		emit("t=meta key=vulnerability.%s value=%s", sanitize(d->d_name), sanitize(state));
+	}
+	closedir(dir);
+}
+
 /* An opt-in table runs when KL_WITH names it, or when KL_ONLY picks its metrics. */
 static bool table_runs(const struct metric_table *t, const struct options *o)
 {
@@ -206,6 +241,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	}
 	if (profiling)
 		profile_report();
+	report_vulnerabilities();
 
 	emit("t=end records=%lu", records_emitted());
 }

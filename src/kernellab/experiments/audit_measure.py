@@ -24,6 +24,7 @@ from ..config.audit import Applicable, AuditReport, Finding
 from ..config.dotconfig import format_config, parse_config
 from ..config.kconfig import open_tree
 from ..errors import LabError
+from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
@@ -43,6 +44,7 @@ class Group:
     dropped: list[str] = field(default_factory=list)
     build_s: float = 0.0
     built: bool = False
+    flaws: list[dict[str, str]] = field(default_factory=list)   # per run: what its kernel said
 
 
 @dataclass
@@ -111,14 +113,14 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         baseline = prober.probe("as-configured", {}, runs)
         bar.advance()
         for g in groups:
-            _record(g, baseline, prober.probe(f"audit:{g.name}", g.settings, runs), metrics, mode)
+            _record(store, g, baseline, prober.probe(f"audit:{g.name}", g.settings, runs), metrics, mode)
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
             bar.advance()
         for f, g in zip(at_boot, boot_groups, strict=True):
             # The same kernel, booted with the parameter: its build is reused.
             booted = Prober(store, replace(base, boot_args=[*base.boot_args, _param(f)]), prepared.config.text,
                             metrics, mode, tolerant=True)
-            _record(g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode)
+            _record(store, g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode)
             prober.boots += booted.boots
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
             bar.advance()
@@ -130,7 +132,9 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
             unmeasured.append(_why(f, f"the measured kernel gave no {f.rule.metric} (not available here)"))
             continue
         rules.append({"rule": f.rule.id, "option": f.option, "value": f.target, "group": g.name,
-                      "metric": f.rule.metric, "group_effect": g.effects[f.rule.metric], "all_effect": None})
+                      "metric": f.rule.metric, "group_effect": g.effects[f.rule.metric], "all_effect": None,
+                      "flaws": list(f.rule.flaws),
+                      "not_affected": vulnerabilities.inactive(g.flaws, list(f.rule.flaws))})
     for f in measurable:
         own, every = by_name[f.rule.category], by_name[ALL]
         if f.option in own.dropped or f.option in every.dropped:
@@ -141,7 +145,9 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
             continue
         rules.append({"rule": f.rule.id, "option": f.option, "value": f.target, "group": f.rule.category,
                       "metric": f.rule.metric, "group_effect": own.effects[f.rule.metric],
-                      "all_effect": every.effects[f.rule.metric]})
+                      "all_effect": every.effects[f.rule.metric],
+                      "flaws": list(f.rule.flaws),
+                      "not_affected": vulnerabilities.inactive(own.flaws + every.flaws, list(f.rule.flaws))})
     return MeasuredAudit(mode, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
                          groups + boot_groups,
                          rules, unmeasured, prober.builds, prober.boots, time.monotonic() - start)
@@ -188,9 +194,10 @@ def _groups(found: Applicable, measurable: list[Finding]) -> list[Group]:
     return out
 
 
-def _record(g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: str) -> None:
+def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: str) -> None:
     g.dropped = [d["option"] for d in probe.dropped]
     g.build_s, g.built = probe.build.wall_s, not probe.build.cached
+    g.flaws = [flaws for run_id in probe.run_ids if (flaws := store.run_vulnerabilities(run_id))]
     for m in metrics:
         if not baseline.runs[m] or not probe.runs[m]:
             continue

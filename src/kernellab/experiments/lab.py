@@ -27,6 +27,7 @@ from ..agent.compile import CrossTarget, agent_binary, cross_targets
 from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
+from ..guest import vulnerabilities
 from ..guest.console import MILESTONES
 from ..guest.session import Sample, Session, console_samples
 from ..initramfs import agent_initramfs
@@ -373,6 +374,8 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             if cancellation:
                 cancellation.unwatch(console)
     store.add_log("console", result.console_log, run_id=run_id)
+    if result.vulnerabilities:
+        store.add_log(vulnerabilities.LOG_KIND, vulnerabilities.to_log(result.vulnerabilities), run_id=run_id)
     for prefix, reason in console.unavailable().items():
         store.add_unavailable(run_id, prefix, reason)
     after = console.facts_after()

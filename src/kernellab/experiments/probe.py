@@ -28,6 +28,7 @@ class Probe:
     build: Build
     runs: dict[str, list[float]]  # metric -> one value (median of repeats) per run
     boots: int = 0                # boots this probe cost now (reused runs cost none)
+    run_ids: list[int] = field(default_factory=list)   # the store's runs behind `runs`
 
     def value(self, metric: str) -> float:
         return statistics.median(self.runs[metric])
@@ -114,6 +115,7 @@ class Prober:
                 probe.runs[m].append(figures[m][1])
 
     def _add_run(self, probe: Probe, run_id: int) -> None:
+        probe.run_ids.append(run_id)
         by_metric = self.store.run_metrics(run_id)
         for m in self.metrics:
             if m in FIGURE_METRICS:

@@ -21,6 +21,7 @@ from ..metrics.catalog import describe
 from ..targets import Console, Exit
 from .console import MILESTONES, ConsoleLine, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
+from .vulnerabilities import PREFIX as VULNERABILITY
 
 # After the agent's last record the kernel powers off by itself; after a panic, let the
 # backtrace reach the log before stopping.
@@ -79,6 +80,7 @@ class SessionResult:
     rejected: list[str] = field(default_factory=list)
     agent_version: int | None = None
     clocksource: str | None = None
+    vulnerabilities: dict[str, str] = field(default_factory=dict)
     samples: int = 0
     exit: Exit | None = None
 
@@ -160,6 +162,8 @@ class Session:
             r.agent_version = int(f["v"])
         elif record.type == "meta" and f.get("key") == "clocksource":
             r.clocksource = f.get("value", "")
+        elif record.type == "meta" and f.get("key", "").startswith(VULNERABILITY):
+            r.vulnerabilities[f["key"].removeprefix(VULNERABILITY)] = f.get("value", "")
         elif record.type == "sample":
             if r.clocksource in COARSE_CLOCKSOURCES and describe(f["metric"], f["unit"]).clock == "guest":
                 return  # a tick-resolution timing is not a measurement

@@ -25,6 +25,9 @@ Schema of one rule (see any shipped file for examples)::
     switch = { when = ["CONFIG_PREEMPT_DYNAMIC=y"], boot = "preempt=none" }
                                     # when every condition holds, the change is a boot
                                     # parameter, not a rebuild (verdict "boot")
+    flaws = ["meltdown"]            # the CPU flaws (names of the files in
+                                    # /sys/devices/system/cpu/vulnerabilities) the options
+                                    # mitigate: on a CPU not affected they never run
 
 A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``,
 ``"0x10"``), a double-quoted string (``"\\"deadline\\""``), or a list of such values.
@@ -52,6 +55,7 @@ _ID = re.compile(r"[a-z0-9-]+")
 _OPTION = re.compile(r"CONFIG_[A-Z0-9_]+")
 # y/n/m, a decimal or hex number, or a string with its double quotes, as .config writes them.
 _VALUE = re.compile(r'[ynm]|-?[0-9]+|0x[0-9a-fA-F]+|"([^"\\]|\\.)*"')
+_FLAW = re.compile(r"[a-z0-9_]+")
 _BOOT_WORD = re.compile(r"[a-z0-9_.\-]+=[A-Za-z0-9_,.\-]+")
 _TEXT_FIELDS = ("id", "title", "category", "rationale", "metric", "expected_change")
 
@@ -84,6 +88,9 @@ class _RuleTable:
     # The change needs no rebuild when the config lets the kernel choose at boot: the
     # conditions (CONFIG_NAME=VALUE, all holding) and the boot parameter that makes it.
     switch: _SwitchTable | None = None
+    # The CPU flaws the options mitigate, as /sys/devices/system/cpu/vulnerabilities names
+    # them: a measured cost where every run's kernel said "Not affected" is no cost at all.
+    flaws: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,7 @@ class Rule:
     evidence: tuple[Evidence, ...]
     satisfied_by: tuple[tuple[str, str], ...] = ()   # (option, value)
     switch: Switch | None = None
+    flaws: tuple[str, ...] = ()
 
     def expected_for(self, profile: str) -> dict[str, tuple[str, ...]] | None:
         """The options this rule checks for `profile` and their acceptable values; None = skip."""
@@ -219,9 +227,14 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
         if not _BOOT_WORD.fullmatch(table.switch.boot):
             raise fail(f"switch.boot {table.switch.boot!r} is not one kernel parameter (name=value)")
         switch = Switch(tuple(_assignment(t, "switch.when", fail) for t in table.switch.when), table.switch.boot)
+    for flaw in table.flaws:
+        if not _FLAW.fullmatch(flaw):
+            raise fail(f"flaws: {flaw!r} is not a file name of /sys/devices/system/cpu/vulnerabilities "
+                       "(e.g. meltdown, spectre_v2)")
     return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,
                 metric=table.metric, expected_change=table.expected_change,
-                expect=expect, evidence=evidence, satisfied_by=stronger, switch=switch)
+                expect=expect, evidence=evidence, satisfied_by=stronger, switch=switch,
+                flaws=tuple(table.flaws))
 
 
 def _assignment(text: str, key: str, fail: Callable[[str], LabError]) -> tuple[str, str]:

@@ -7,6 +7,8 @@ import io
 import json
 from typing import Any
 
+from ..guest import vulnerabilities
+
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
 # Details of a target that change run to run (a real machine's load): in the JSON, not in
@@ -70,6 +72,17 @@ def targets(report: dict[str, Any]) -> list[str]:
     return list(seen) or ["none (build only)"]
 
 
+def cpu_flaws(report: dict[str, Any]) -> list[str]:
+    """What the kernels said of the CPU's speculation flaws, one line per distinct answer
+    with the variants that gave it: a mitigation on a CPU 'not affected' never ran."""
+    seen: dict[str, list[str]] = {}
+    for v in report["variants"]:
+        for text in dict.fromkeys(vulnerabilities.summary(r["vulnerabilities"]) for r in v["runs"]
+                                  if r.get("vulnerabilities")):
+            seen.setdefault(text, []).append(v["name"])
+    return [f"CPU flaws as {', '.join(names)} saw them: {text}" for text, names in seen.items()]
+
+
 def _short(text: str, limit: int = 72) -> str:
     """A long detail (a kernel command line) cut for the header; JSON keeps it whole."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -83,7 +96,8 @@ def header_lines(report: dict[str, Any]) -> list[str]:
              f"runs: {runs}; statistics: {report['statistics']}",
              *([f"noise floor: {report['noise_floor']['origin']}"] if report.get("noise_floor") else []),
              f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}",
-             *(f"target: {t}" for t in targets(report))]
+             *(f"target: {t}" for t in targets(report)),
+             *cpu_flaws(report)]
     for v in report["variants"]:
         b = v["build"]
         head = (f"variant {v['name']}: {v['source']} ({v['source_version']}) {v['arch']} "

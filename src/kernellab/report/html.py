@@ -24,7 +24,7 @@ import vl_convert
 from .. import __version__, modes
 from ..metrics.catalog import describe
 from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
-from .auditreport import effect_text
+from .auditreport import effect_text, inactive_text
 from .conclusion import NoiseFloor, metric_delta
 
 
@@ -452,7 +452,9 @@ def _measured_section(m: dict[str, Any]) -> Section:
     """audit --measure: each rule's measured effect, and what was not measured."""
     rules = Table(["rule", "change", "metric", "with its group", "with all recommendations"],
                   [Row([Cell(r["rule"]), Cell(f"{r['option']}={r['value']}"), Cell(r["metric"]),
-                        Cell(f"{effect_text(r['group_effect'])} ({r['group']})"), Cell(effect_text(r["all_effect"]))])
+                        Cell(f"{effect_text(r['group_effect'])} ({r['group']})"
+                             + (f"; {inactive_text(r['flaws'], r['not_affected'])}" if r.get("not_affected") else "")),
+                        Cell(effect_text(r["all_effect"]))])
                    for r in m["rules"]])
     missing = Table(["rule", "change", "why not measured"],
                     [Row([Cell(u["rule"]), Cell(u["option"]), Cell(u["why"])]) for u in m["unmeasured"]])

@@ -186,7 +186,8 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
         target = json.loads(row["target_info"]) if row is not None and row["target_info"] else None
         runs.append({"id": o.run_id, "status": o.status, "reason": o.reason, "target": target,
                      "agent_version": row["agent_version"] if row is not None else None,
-                     "clocksource": row["clocksource"] if row is not None else None})
+                     "clocksource": row["clocksource"] if row is not None else None,
+                     **({"vulnerabilities": flaws} if (flaws := store.run_vulnerabilities(o.run_id)) else {})})
     return {"name": p.spec.name, "source": p.source.spec if p.running else p.spec.source,
             "source_version": p.source.version,
             "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,

@@ -1,0 +1,53 @@
+"""What a booted kernel says about its CPU's speculation flaws
+(/sys/devices/system/cpu/vulnerabilities, one state per flaw, sent by the agent as
+t=meta key=vulnerability.NAME records).
+
+A mitigation compiled in but switched off because the kernel believes the CPU
+unaffected costs nothing there; QEMU's emulated CPUs are "not affected" by several flaws.
+A measured 0% for such an option means "inactive on this CPU", never "free".
+"""
+
+from __future__ import annotations
+
+import json
+
+PREFIX = "vulnerability."
+LOG_KIND = "vulnerabilities"   # the store's logs.kind: a JSON object NAME -> state
+
+
+def readable(state: str) -> str:
+    """The agent's record values have '_' for blanks and punctuation it cannot carry."""
+    return state.replace("__", ": ", 1).replace("__", ", ").replace("_", " ")
+
+
+def not_affected(state: str) -> bool:
+    return readable(state).startswith("Not affected")
+
+
+def to_log(states: dict[str, str]) -> str:
+    return json.dumps(dict(sorted(states.items())))
+
+
+def from_log(text: str | None) -> dict[str, str]:
+    return json.loads(text) if text else {}
+
+
+def inactive(states: list[dict[str, str]], flaws: list[str]) -> list[str]:
+    """The flaws (of those a rule's mitigation is for) that every run reported as not
+    affected: where the mitigation never ran. Empty when a run did not report a flaw
+    (an older kernel, another arch): then nothing is claimed."""
+    if not states or not flaws:
+        return []
+    return [f for f in flaws if all(f in s and not_affected(s[f]) for s in states)]
+
+
+def summary(states: dict[str, str]) -> str:
+    """One line: the flaws by what the kernel does about them."""
+    groups: dict[str, list[str]] = {}
+    for name, state in sorted(states.items()):
+        text = readable(state)
+        kind = ("not affected" if text.startswith("Not affected") else
+                "mitigated" if text.startswith("Mitigation") else
+                "vulnerable" if text.startswith("Vulnerable") else "other")
+        groups.setdefault(kind, []).append(name)
+    return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items())
