@@ -311,6 +311,20 @@ def test_sweep_runs_the_cheapest_flips_first(lab, capsys):
                        "CONFIG_DEBUG_LIST": pytest.approx(1.0)}
 
 
+def test_a_sweep_marks_a_mitigation_the_cpu_never_needed(lab, capsys, monkeypatch):
+    """The fake QEMU's CPU is not affected by Meltdown and is by Spectre v2."""
+    from kernellab.experiments import sweep
+    monkeypatch.setattr(sweep, "flaws_by_option", lambda: {"CONFIG_FAKE_SLOW": ("meltdown",),
+                                                           "CONFIG_DEBUG_LIST": ("spectre_v2",)})
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "DEBUG_LIST,FAKE_SLOW",
+                    "--metric", "syscall.null") == 0
+    lines = capsys.readouterr().out.splitlines()
+    [slow] = [line for line in lines if line.strip().startswith("CONFIG_FAKE_SLOW=y") and "%" in line]
+    [listed] = [line for line in lines if line.strip().startswith("CONFIG_DEBUG_LIST=y") and "%" in line]
+    assert slow.endswith("inactive on the emulated CPU") and "inactive" not in listed
+    assert sum("not affected by meltdown" in line for line in lines) == 1
+
+
 # -- the real agent ----------------------------------------------------------------------
 
 def test_the_real_agent_runs_through_the_whole_pipeline(lab, capsys):

@@ -188,7 +188,7 @@ def test_a_partial_run_of_a_shipped_study_says_what_it_leaves_out():
     assert study.plan(s, ["x86_64", "i386"], None, None, True).left_out() == [
         "the sweep that names the options responsible"]
     assert study.plan(s, None, None, None, False).left_out() == []
-    assert study.plan(s, None, None, None, False).sweeps() == ["x86_64"]
+    assert [a for _, a in study.plan(s, None, None, None, False).sweeps()] == ["x86_64"]
 
 
 def test_in_wall_mode_only_significant_changes_are_differences(lab, capsys):
@@ -416,7 +416,7 @@ def test_the_keys_a_study_report_must_have_are_the_keys_it_is_written_with(lab, 
 
 SWEPT = FAST_SLOW.replace('''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]''',
                           '''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y", "CONFIG_FAKE_BSS_KB=32"]''') + """
-[sweep]
+[[sweep]]
 good = "fast"
 bad = "slow"
 metrics = ["syscall.null"]
@@ -487,8 +487,8 @@ def test_a_summary_line_whose_variant_was_left_out_says_so():
 
 
 def test_a_sweep_that_fails_keeps_the_studys_tables(lab, capsys):
-    broken = SWEPT.replace('[sweep]\ngood = "fast"\nbad = "slow"\nmetrics = ["syscall.null"]',
-                           '[sweep]\ngood = "fast"\nbad = "slow"\nmetrics = ["crypto.aes256cbc_kernel"]')
+    broken = SWEPT.replace('[[sweep]]\ngood = "fast"\nbad = "slow"\nmetrics = ["syscall.null"]',
+                           '[[sweep]]\ngood = "fast"\nbad = "slow"\nmetrics = ["crypto.aes256cbc_kernel"]')
     assert broken != SWEPT
     report, err = run_study(lab, capsys, study_file(lab, text=broken), expect=1)
     assert report["sweeps"] == {} and report["reports"]["x86_64"]["metrics"]

@@ -27,7 +27,11 @@ from ..toolchain import Toolchain, make_vars
 from .dotconfig import Setting, effective, format_config, parse_config, parse_settings
 
 MAKE_BASES = ("defconfig", "tinyconfig", "allnoconfig")
-BASES = MAKE_BASES + ("debian", "lab-minimal")
+# debian-reduced: lab-minimal with Debian's kernel-wide choices (debugging, hardening,
+# mitigations; kernellab.config.reduce) and none of its drivers: what Debian's choices
+# cost, measured at the price of lab kernel builds.
+REDUCED = "debian-reduced"
+BASES = MAKE_BASES + ("debian", "lab-minimal", REDUCED)
 
 
 @dataclass
@@ -56,8 +60,10 @@ def packaged_fragment(name: str) -> list[Setting]:
 def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
             base: str, settings: list[Setting]) -> ResolvedConfig:
     workdir = paths.cache_dir("resolve", f"{source.id}-{profile.name}-{toolchain.id}")
+    # Made of two resolutions of its own, before this one takes the lock.
+    reduced = _debian_reduced(source, profile, toolchain) if base == REDUCED else None
     with locked(workdir):
-        base_text, base_requests = _base(source, profile, toolchain, base, workdir)
+        base_text, base_requests = reduced or _base(source, profile, toolchain, base, workdir)
         _check_known(source, settings)
         requested = _last_per_name(base_requests + settings)
         merged = parse_config(base_text, f"base {base}")
@@ -98,6 +104,18 @@ def _base(source: Source, profile: ArchProfile, toolchain: Toolchain, base: str,
         parse_config(text, str(path))  # a malformed base is reported with its file:line
         return text, []
     raise LabError(f"unknown config base {base!r}: use one of {', '.join(BASES)} or a .config path")
+
+
+def _debian_reduced(source: Source, profile: ArchProfile, toolchain: Toolchain) -> tuple[str, list[Setting]]:
+    """lab-minimal, and Debian's values of the reduction's options as requests: those the
+    lean kernel cannot hold come back as dropped, like any variant's."""
+    from .kconfig import open_tree  # kconfig resolves defconfigs with this module
+    from .reduce import reduce
+    lean = resolve(source, profile, toolchain, "lab-minimal", [])
+    debian = resolve(source, profile, toolchain, "debian", [])
+    values = reduce(open_tree(source, profile, toolchain), lean.values, debian.values)
+    origin = f"Debian's {profile.name} config, reduced onto lab-minimal"
+    return lean.text, [Setting(name, value, origin) for name, value in values.items()]
 
 
 def _make_base(source: Source, profile: ArchProfile, toolchain: Toolchain, target: str, workdir: Path) -> str:

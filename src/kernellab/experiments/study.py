@@ -65,6 +65,11 @@ class SweepPart:
     bad: str
     metrics: list[str]
     arches: list[str] = field(default_factory=list)    # default: the study's first arch
+    title: str = ""        # what this sweep asks, when a study has several (e.g. "on from lean")
+
+    def label(self, arch: str, alone: bool) -> str:
+        """The report's key: the arch, and which sweep when the study has several."""
+        return arch if alone else f"{arch}, {self.title or f'{self.bad} onto {self.good}'}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class StudyFile:
     summary: list[SummaryItem]
     quick: QuickForm
     decompose: list[Decomposition] = field(default_factory=list)
-    sweep: SweepPart | None = None
+    sweep: list[SweepPart] = field(default_factory=list)   # [[sweep]], each in the full form only
     # What the seed measured that this study cannot measure yet, said in every report.
     not_yet: list[str] = field(default_factory=list)
     # Where the figures mean something (e.g. "sequential I/O: wall mode only").
@@ -163,7 +168,7 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
                            "(src/kernellab/metrics/metrics.toml) does not know")
 
     known_arches = arches.available()
-    for a in [*f.arches, *f.quick.arches, *(f.sweep.arches if f.sweep else [])]:
+    for a in [*f.arches, *f.quick.arches, *(a for s in f.sweep for a in s.arches)]:
         if a not in known_arches:
             raise LabError(f"{origin}: unknown arch {a!r} (arches: {', '.join(known_arches)})")
     for a in f.quick.arches:
@@ -190,10 +195,10 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
     for d in f.decompose:
         for n in (d.from_, d.via, d.to):
             variant(n, "decompose")
-    if f.sweep:
-        variant(f.sweep.good, "sweep")
-        variant(f.sweep.bad, "sweep")
-        for m in f.sweep.metrics:
+    for s in f.sweep:
+        variant(s.good, "sweep")
+        variant(s.bad, "sweep")
+        for m in s.metrics:
             metric(m, "sweep")
 
 
@@ -219,16 +224,16 @@ class StudyPlan:
             out.append(f"the variant{'s' if len(variants_out) > 1 else ''} {', '.join(variants_out)}")
         if any(n not in kept for d in f.decompose for n in (d.from_, d.via, d.to)):
             out.append("the split into code and configuration")
-        if f.sweep is not None and not self.sweeps():
+        if f.sweep and not self.sweeps():
             out.append("the sweep that names the options responsible")
         return out + self.unbuildable()
 
-    def sweeps(self) -> list[str]:
-        """The arches the sweep runs on: the full form only."""
-        s = self.study.file.sweep
-        if s is None or self.quick:
+    def sweeps(self) -> list[tuple[SweepPart, str]]:
+        """Each sweep with each arch it runs on: the full form only."""
+        if self.quick:
             return []
-        return [a for a in s.arches or self.study.file.arches[:1] if a in self.arches and not arches.load(a).build_only]
+        return [(s, a) for s in self.study.file.sweep for a in s.arches or self.study.file.arches[:1]
+                if a in self.arches and not arches.load(a).build_only]
 
     def experiment(self, arch: str) -> Experiment:
         # The baseline first: every delta of the report is against the first variant.
@@ -293,8 +298,7 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
     preflight(p)
     start = time.monotonic()
     results, failures = [], []
-    s = p.study.file.sweep
-    steps = len(p.arches) + (len(p.sweeps()) if s is not None else 0)
+    steps = len(p.arches) + len(p.sweeps())
     with progress.task(f"study {p.study.name}", steps, "arches and sweeps") as bar:
         for a in p.arches:
             log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
@@ -312,15 +316,16 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
             results.append(ArchResult(a, report, failed))
             failures += [f"{a}: {f}" for f in failed]
         sweeps: dict[str, dict[str, Any]] = {}
-        if s is not None:
-            for a in p.sweeps():
-                try:
-                    sweeps[a] = _sweep(p, s, a, store, log)
-                except LabError as exc:   # the study's tables stand without it
-                    log(f"study {p.study.name}: the sweep on {a} failed: {exc}")
-                    failures.append(f"{a} sweep: {exc}")
-                finally:
-                    bar.advance()
+        alone = len(p.study.file.sweep) == 1
+        for s, a in p.sweeps():
+            label = s.label(a, alone)
+            try:
+                sweeps[label] = _sweep(p, s, a, store, log)
+            except LabError as exc:   # the study's tables stand without it
+                log(f"study {p.study.name}: the sweep on {label} failed: {exc}")
+                failures.append(f"{label} sweep: {exc}")
+            finally:
+                bar.advance()
     built = sum(1 for r in results for v in r.report["variants"] if v["build"] and not v["build"]["cached"])
     return StudyResult(p, results, sweeps, failures, time.monotonic() - start, built)
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from .. import modes, progress
 from ..errors import LabError
+from ..guest import vulnerabilities
+from ..knowledge import flaws_by_option
 from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
@@ -35,6 +37,8 @@ class Flip:
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
     build_s: float = 0.0
     built: bool = False
+    flaws: list[str] = field(default_factory=list)          # the CPU flaws the option mitigates
+    not_affected: list[str] = field(default_factory=list)   # of those, the ones no run's CPU had
 
 
 @dataclass
@@ -87,12 +91,16 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     costs = prober.radius(list(flips)).recompiles
     order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
     results = []
+    mitigates = flaws_by_option()
     with progress.task("sweep", len(order), "options flipped") as bar:
         for option in order:
             flip = Flip(option, flips[option], costs.get(option, 0))
             log(f"flip {option}={flips[option]} (about {flip.rebuild_objects} objects to rebuild)")
             probe = prober.probe(f"flip:{option}={flips[option]}", {option: flips[option]}, runs)
             _describe_flip(flip, prepared.config.values, probe)
+            flip.flaws = list(mitigates.get(option, ()))
+            flip.not_affected = vulnerabilities.inactive(
+                [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws)
             for m in metrics:
                 c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
                                     deterministic=modes.get(mode).deterministic)

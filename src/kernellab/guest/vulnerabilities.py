@@ -51,3 +51,11 @@ def summary(states: dict[str, str]) -> str:
                 "vulnerable" if text.startswith("Vulnerable") else "other")
         groups.setdefault(kind, []).append(name)
     return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items())
+
+
+def caveat(flaws: list[str], not_affected: list[str]) -> str:
+    """The caveat of a mitigation's measured cost where the kernel never ran (all of) it."""
+    said = f"the kernel reported the CPU not affected by {', '.join(not_affected)}"
+    if set(not_affected) == set(flaws):
+        return f"inactive on the emulated CPU ({said}): this is not the mitigation's cost"
+    return f"partly inactive on the emulated CPU ({said}): only the rest of it was measured"

@@ -139,6 +139,15 @@ class Rule:
         return {opt for table in self.expect.values() if table for opt in table}
 
 
+def flaws_by_option() -> dict[str, tuple[str, ...]]:
+    """CONFIG_ name -> the CPU flaws the shipped rules say it mitigates."""
+    out: dict[str, tuple[str, ...]] = {}
+    for rule in _shipped():
+        for option in rule.options() if rule.flaws else ():
+            out[option] = tuple(dict.fromkeys((*out.get(option, ()), *rule.flaws)))
+    return out
+
+
 def default_dir() -> Path:
     """The directory holding the shipped rule files."""
     return Path(str(resources.files(__package__)))

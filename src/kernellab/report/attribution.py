@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 from .. import blast, modes
+from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import fmt_value
 
@@ -71,7 +72,9 @@ def sweep_text(r: dict[str, Any]) -> str:
             interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%{'*' if c.get('significant') else ''}"
                         if c.get("ci_low_pct") is not None else "")
             delta = "-" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f}%"
-            lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']})")
+            inactive = ("  inactive on the emulated CPU" if f.get("not_affected") and
+                        set(f["not_affected"]) == set(f["flaws"]) else "")
+            lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']}){inactive}")
     lines.append("\nwhat each flip really changed:")
     for f in r["flips"]:
         extra = f"; also {', '.join(f['also_changed'][:6])}" + (" ..." if len(f["also_changed"]) > 6 else "") \
@@ -79,6 +82,8 @@ def sweep_text(r: dict[str, Any]) -> str:
         refused = f"; NOT APPLIED: {'; '.join(f['dropped'])}" if f["dropped"] else ""
         lines.append(f"  {f['option']}={f['value']}: ~{f['rebuild_objects']} objects depend on it, "
                      f"{'built in' if f['built'] else 'cached build of'} {f['build_s']:.0f} s{extra}{refused}")
+        if f.get("not_affected"):
+            lines.append(f"    {vulnerabilities.caveat(f['flaws'], f['not_affected'])}")
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s wall")
     return "\n".join(lines) + "\n"
 

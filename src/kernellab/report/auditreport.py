@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import modes
 from ..config.audit import VERDICTS, AuditReport
+from ..guest import vulnerabilities
 
 
 def render_table(report: AuditReport) -> str:
@@ -55,7 +56,7 @@ def render_measured(m: dict[str, Any]) -> str:
             lines.append(f"{r['rule']:<{rw}}  {r['option'] + '=' + r['value']:<{cw}}  {r['metric']:<{mw}}  "
                          f"{own:<28}  {effect_text(r['all_effect'])}")
             if r.get("not_affected"):
-                lines.append(f"{'':<{rw}}  {inactive_text(r['flaws'], r['not_affected'])}")
+                lines.append(f"{'':<{rw}}  {vulnerabilities.caveat(r['flaws'], r['not_affected'])}")
     lines.append("groups measured (each a kernel built and booted):")
     for g in m["groups"]:
         unit_values = ", ".join(f"{metric} {effect_text(c)}" for metric, c in g["effects"].items())
@@ -67,14 +68,6 @@ def render_measured(m: dict[str, Any]) -> str:
         lines += [f"  {u['rule']}{' ' + u['option'] if u['option'] else ''}: {u['why']}" for u in m["unmeasured"]]
     lines.append(f"cost: {m['builds']} build(s), {m['boots']} boot(s), {m['wall_s'] / 60:.1f} min wall")
     return "\n".join(lines) + "\n"
-
-
-def inactive_text(flaws: list[str], not_affected: list[str]) -> str:
-    """The caveat of a mitigation's measured cost where the kernel never ran (all of) it."""
-    said = f"the kernel reported the CPU not affected by {', '.join(not_affected)}"
-    if set(not_affected) == set(flaws):
-        return f"inactive on the emulated CPU ({said}): this is not the mitigation's cost"
-    return f"partly inactive on the emulated CPU ({said}): only the rest of it was measured"
 
 
 def effect_text(c: dict[str, Any] | None) -> str:

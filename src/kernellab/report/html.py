@@ -22,9 +22,10 @@ import jinja2
 import vl_convert
 
 from .. import __version__, modes
+from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
-from .auditreport import effect_text, inactive_text
+from .auditreport import effect_text
 from .conclusion import NoiseFloor, metric_delta
 
 
@@ -452,8 +453,7 @@ def _measured_section(m: dict[str, Any]) -> Section:
     """audit --measure: each rule's measured effect, and what was not measured."""
     rules = Table(["rule", "change", "metric", "with its group", "with all recommendations"],
                   [Row([Cell(r["rule"]), Cell(f"{r['option']}={r['value']}"), Cell(r["metric"]),
-                        Cell(f"{effect_text(r['group_effect'])} ({r['group']})"
-                             + (f"; {inactive_text(r['flaws'], r['not_affected'])}" if r.get("not_affected") else "")),
+                        Cell(f"{effect_text(r['group_effect'])} ({r['group']})" + _caveat(r)),
                         Cell(effect_text(r["all_effect"]))])
                    for r in m["rules"]])
     missing = Table(["rule", "change", "why not measured"],
@@ -462,6 +462,10 @@ def _measured_section(m: dict[str, Any]) -> Section:
         m["kernel"], f"{modes.get(m['mode']).summary}; {m['runs']} run(s) per kernel",
         f"{m['builds']} build(s), {m['boots']} boot(s), {m['wall_s'] / 60:.1f} min"],
         tables=[rules, missing] if m["unmeasured"] else [rules])
+
+
+def _caveat(r: dict[str, Any]) -> str:
+    return f"; {vulnerabilities.caveat(r['flaws'], r['not_affected'])}" if r.get("not_affected") else ""
 
 
 def _evidence_text(e: dict[str, Any] | None) -> str:
