@@ -363,3 +363,23 @@ def test_every_command_reading_a_config_reports_what_the_tree_cannot_hold(tinyco
         [line] = [w for w in r.stderr.splitlines() if "cannot hold" in w]
         assert line.startswith(f"kernellab: warning: {rt}: ") and expected in line, (args, line)
         assert "CC_VERSION_TEXT" not in line   # derived from the build host, not the user's choice
+
+
+@pytest.mark.integration
+def test_the_debian_reduced_base_is_debians_kernel_wide_choices_without_its_drivers():
+    source = sources.resolve("debian:6.1")
+    profile = arches.load("x86_64")
+    tc = toolchain.detect(profile)
+    reduced = resolve(source, profile, tc, "debian-reduced", [])
+    debian = resolve(source, profile, tc, "debian", []).values
+    lean = resolve(source, profile, tc, "lab-minimal", []).values
+    for option in ("CONFIG_RETPOLINE", "CONFIG_PAGE_TABLE_ISOLATION", "CONFIG_HARDENED_USERCOPY",
+                   "CONFIG_INIT_ON_ALLOC_DEFAULT_ON", "CONFIG_STACKPROTECTOR_STRONG"):
+        assert reduced.values.get(option) == debian[option] == "y" and lean.get(option, "n") == "n", option
+    # None of Debian's thousands of modules, and no debug info: lab kernel builds.
+    assert debian["CONFIG_E1000"] == "m" and "CONFIG_E1000" not in reduced.values
+    assert reduced.values["CONFIG_MODULES"] == "n" and reduced.values["CONFIG_DEBUG_INFO_NONE"] == "y"
+    # What the lean kernel cannot hold is reported as any variant's dropped option, with where it came from.
+    dropped = {d["option"]: d for d in reduced.dropped}
+    assert dropped["CONFIG_ELF_CORE"]["origin"] == "Debian's x86_64 config, reduced onto lab-minimal"
+    assert 10 < len(dropped) < 40

@@ -440,6 +440,25 @@ def test_the_full_form_names_the_options_responsible_with_a_sweep(lab, capsys):
     assert quick["sweeps"] == {} and "the sweep that names the options responsible" in quick["left_out"]
 
 
+def test_a_study_sweeps_both_ways_each_sweep_reported_under_its_title(lab, capsys):
+    """The cost table's method: each option switched on from the lean kernel, and off from
+    the other one."""
+    both = SWEPT.replace('[[sweep]]\ngood = "fast"', '[[sweep]]\ntitle = "on from fast"\ngood = "fast"') + """
+[[sweep]]
+title = "off from slow"
+good = "slow"
+bad = "fast"
+metrics = ["syscall.null"]
+"""
+    report, _ = run_study(lab, capsys, study_file(lab, text=both))
+    assert list(report["sweeps"]) == ["x86_64, on from fast", "x86_64, off from slow"]
+    off = {f["option"]: f for f in report["sweeps"]["x86_64, off from slow"]["flips"]}
+    assert off["CONFIG_FAKE_SLOW"]["value"] == "n"
+    assert off["CONFIG_FAKE_SLOW"]["effects"]["syscall.null"]["delta_pct"] == pytest.approx(-20.0)
+    assert lab.main("show", str(lab.tmp / "study.json")) == 0
+    assert "sweep on x86_64, off from slow: one option at a time" in capsys.readouterr().out
+
+
 def _build_report(hits_b, source_b):
     """build.user of two variants, each with its build record as report.model writes it."""
     report = _report("icount", {"a": 400.0, "b": 520.0}, clock="build")
