@@ -1,8 +1,17 @@
 """The one exception type the CLI turns into a one-line message."""
 
+import re
+
+# Messages quote what the user gave (a variant, a config line, a file name); a newline or
+# an escape sequence in it must neither break the message into lines nor reach the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
 
 class LabError(Exception):
-    """A failure the user can act on; the message says what to do.
+    """A failure the user can act on; the message says what to do, on one line.
 
     Anything else escaping to the CLI is a bug in kernellab.
     """
+
+    def __init__(self, message: str = "", *rest: object) -> None:
+        super().__init__(_CONTROL.sub(lambda m: repr(m.group())[1:-1], str(message)), *rest)

@@ -22,7 +22,9 @@ from typing import Any
 from .errors import LabError
 from .guest import vulnerabilities
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# What a store must have to be kernellab's (any version): anything else is someone else's file.
+CORE_TABLES = {"variants", "runs", "samples"}
 
 SCHEMA = """
 CREATE TABLE sources (
@@ -48,6 +50,8 @@ CREATE TABLE samples (
     id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, unit TEXT,
     rep INTEGER, iters INTEGER, value REAL, seq INTEGER);
 CREATE INDEX samples_run ON samples(run_id, metric);
+-- One sample per agent record: a record the console repeats is stored once (schema 3).
+CREATE UNIQUE INDEX IF NOT EXISTS samples_seq ON samples(run_id, seq);
 CREATE TABLE unavailable (
     id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, reason TEXT);
 CREATE TABLE logs (
@@ -97,7 +101,14 @@ def _migrate_1_to_2(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE {table}")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+def _migrate_2_to_3(db: sqlite3.Connection) -> None:
+    """Schema 2 stored a record the console repeated once per copy: keep the first."""
+    db.execute("DELETE FROM samples WHERE seq IS NOT NULL AND id NOT IN"
+               " (SELECT min(id) FROM samples WHERE seq IS NOT NULL GROUP BY run_id, seq)")
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS samples_seq ON samples(run_id, seq)")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 class Store:
@@ -106,13 +117,20 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._refuse_foreign()   # before anything below writes to the file
             self.db.execute("PRAGMA journal_mode=WAL")
             # In WAL mode NORMAL still makes each commit survive the death of the process
             # (kill -9, a panic of kernellab); only a power loss may lose the last commits.
             # FULL would fsync every sample.
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._open_schema()
-        except (sqlite3.Error, OSError) as exc:
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise LabError(f"{self.path} is not a kernellab store (not an SQLite database, or a damaged "
+                               "one): move it away or pass --store PATH; kernellab never overwrites it") from None
+            raise LabError(f"cannot open the store at {self.path} ({exc}): "
+                           "pass --store PATH in a writable directory") from None
+        except OSError as exc:
             raise LabError(f"cannot open the store at {self.path} ({exc}): "
                            "pass --store PATH in a writable directory") from None
         self.db.row_factory = sqlite3.Row
@@ -121,7 +139,7 @@ class Store:
         self.db.execute("BEGIN IMMEDIATE")  # one writer decides and migrates
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            tables = self.db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            tables = self._tables()
             if version == 0 and tables:
                 version = 1  # written before the schema had a version
             if version > SCHEMA_VERSION:
@@ -140,6 +158,15 @@ class Store:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def _tables(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def _refuse_foreign(self) -> None:
+        tables = self._tables()
+        if tables and not CORE_TABLES <= tables:
+            raise LabError(f"{self.path} is an SQLite database but not a kernellab store (its tables: "
+                           f"{', '.join(sorted(tables)[:6])}): pass --store PATH; kernellab never overwrites it")
 
     def close(self) -> None:
         self.db.close()
@@ -193,7 +220,8 @@ class Store:
 
     def add_sample(self, run_id: int, metric: str, unit: str, rep: int, iters: int, value: float,
                    seq: int | None = None) -> None:
-        self._commit("INSERT INTO samples (run_id, metric, unit, rep, iters, value, seq)"
+        # A record stored already (the same run and record number) is not stored again.
+        self._commit("INSERT OR IGNORE INTO samples (run_id, metric, unit, rep, iters, value, seq)"
                      " VALUES (?,?,?,?,?,?,?)", (run_id, metric, unit, rep, iters, value, seq))
 
     def add_unavailable(self, run_id: int, metric: str, reason: str) -> None:

@@ -78,6 +78,7 @@ class RecordStream:
         self.rejected: list[str] = []
         self.ended = False
         self.expected_seq = 0
+        self._seen: set[int] = set()
 
     def feed(self, line: str) -> Record | None:
         try:
@@ -87,9 +88,15 @@ class RecordStream:
             return None
         if record is None:
             return None
+        if record.seq in self._seen:
+            # A console that repeats a line (a replayed log, a retransmission) must not
+            # count a measurement twice: the copy is dropped, and the run says so.
+            self.rejected.append(f"record seq {record.seq} arrived twice; the copy was dropped")
+            return None
+        self._seen.add(record.seq)
         if record.seq != self.expected_seq:
             self.rejected.append(f"record seq {record.seq} arrived, expected {self.expected_seq}")
-        self.expected_seq = record.seq + 1
+        self.expected_seq = max(self.expected_seq, record.seq + 1)
         self.records.append(record)
         if record.type == "end":
             self.ended = True
