@@ -44,7 +44,10 @@ class ListSink:
     """A session's sink that keeps what it is given."""
 
     def __init__(self):
-        self.samples, self.unavailable_metrics = [], {}
+        self.samples, self.unavailable_metrics, self.console_lines = [], {}, []
+
+    def console(self, text):
+        self.console_lines.append(text)
 
     def sample(self, s):
         self.samples.append(s)

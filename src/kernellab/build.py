@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from . import paths, progress
+from . import paths, progress, reaper
 from .arches import ArchProfile
 from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
@@ -189,6 +189,21 @@ def _objects_in(tree: Path) -> int | None:
     return count or None
 
 
+def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO, bar: progress.Task) -> int:
+    """Waits for make, counting the objects it compiles as its log grows."""
+    compiled = 0
+    while True:
+        try:
+            return proc.wait(timeout=_POLL_S)
+        except subprocess.TimeoutExpired:
+            # Lines complete at the log's end count now; a partial one is read again.
+            chunk = reader.read()
+            whole = chunk[:chunk.rfind(b"\n") + 1]
+            reader.seek(len(whole) - len(chunk), 1)
+            compiled += len(_COMPILED.findall(whole))
+            bar.update(completed=compiled)
+
+
 def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
                 bar: progress.Task) -> tuple[float, float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -202,19 +217,11 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
                                     start_new_session=True)
         except FileNotFoundError:
             raise LabError("make not found: run `apt-get install -y make` (or `kernellab doctor`)") from None
-        compiled = 0
         try:
-            while True:
-                try:
-                    rc = proc.wait(timeout=_POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    # Lines complete at the log's end count now; a partial one is read again.
-                    chunk = reader.read()
-                    whole = chunk[:chunk.rfind(b"\n") + 1]
-                    reader.seek(len(whole) - len(chunk), 1)
-                    compiled += len(_COMPILED.findall(whole))
-                    bar.update(completed=compiled)
+            # Registered while it runs: a kernellab killed outright (SIGKILL) cannot stop it,
+            # the next kernellab command does (kernellab.reaper).
+            with reaper.tracked(proc.pid, f"make of {log_path.parent.name}"):
+                rc = _follow(proc, reader, bar)
         except BaseException:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -17,7 +17,7 @@ from typing import Any
 import shtab
 from argparse_manpage.manpage import Manpage
 
-from . import __version__, arches, doctor, gate, modes, paths, prebuilt, profiler, progress, sources, toolchain
+from . import __version__, arches, doctor, gate, modes, paths, prebuilt, profiler, progress, reaper, sources, toolchain
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
@@ -62,7 +62,11 @@ def _log(message: str) -> None:
 
 
 def _store(args: argparse.Namespace) -> Store:
-    return Store(Path(args.store) if args.store else paths.default_store())
+    store = Store(Path(args.store) if args.store else paths.default_store())
+    for run_id in store.abandoned:
+        row = store.run(run_id)
+        _log(f"run {run_id}: {row['reason'] if row is not None else 'interrupted'}")
+    return store
 
 
 def _variant(text: str, args: argparse.Namespace) -> VariantSpec:
@@ -831,6 +835,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     stop_on_signals()
     try:
+        reaper.reap(_log)   # what a kernellab killed outright left running
         with progress.display():
             code: int = args.func(args)
         return code

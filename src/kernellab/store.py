@@ -11,6 +11,7 @@ written by a newer kernellab is refused, never half-read.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sqlite3
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import reaper
 from .errors import LabError
 from .guest import vulnerabilities
 
@@ -44,7 +46,8 @@ CREATE TABLE runs (
     agent_version INTEGER,   -- the agent's record version (its hello record)
     initramfs TEXT,          -- the initramfs file, named by the agent binary's hash
     clocksource TEXT,        -- the guest's clocksource when the agent started
-    target_info TEXT);       -- JSON: the target's label and details (accelerator, CPU, emulator)
+    target_info TEXT,        -- JSON: the target's label and details (accelerator, CPU, emulator)
+    owner TEXT);             -- 'PID START' of the kernellab measuring it (schema 3)
 CREATE INDEX runs_reuse ON runs(build_key, mode, status, options_key);
 CREATE TABLE samples (
     id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, unit TEXT,
@@ -102,10 +105,18 @@ def _migrate_1_to_2(db: sqlite3.Connection) -> None:
 
 
 def _migrate_2_to_3(db: sqlite3.Connection) -> None:
-    """Schema 2 stored a record the console repeated once per copy: keep the first."""
+    """Schema 2 stored a record the console repeated once per copy: keep the first; and
+    did not say which process measured a run."""
+    if "owner" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+        db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
     db.execute("DELETE FROM samples WHERE seq IS NOT NULL AND id NOT IN"
                " (SELECT min(id) FROM samples WHERE seq IS NOT NULL GROUP BY run_id, seq)")
     db.execute("CREATE UNIQUE INDEX IF NOT EXISTS samples_seq ON samples(run_id, seq)")
+
+
+def _me() -> str:
+    """This process, as a run's owner: its pid and start time (a pid alone gets reused)."""
+    return f"{os.getpid()} {reaper.start_time(os.getpid())}"
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
@@ -134,6 +145,7 @@ class Store:
             raise LabError(f"cannot open the store at {self.path} ({exc}): "
                            "pass --store PATH in a writable directory") from None
         self.db.row_factory = sqlite3.Row
+        self.abandoned = self._mark_abandoned()
 
     def _open_schema(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")  # one writer decides and migrates
@@ -158,6 +170,24 @@ class Store:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def _mark_abandoned(self) -> list[int]:
+        """Runs this host's kernellab was measuring when it died (kill -9, OOM): marked
+        interrupted, their samples kept. A run whose kernellab still runs is left alone."""
+        marked = []
+        rows = self.db.execute("SELECT id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL"
+                               " AND host = ?", (socket.gethostname(),)).fetchall()
+        for run_id, owner in rows:
+            pid, started = (int(x) for x in owner.split())
+            if reaper.alive(pid, started):
+                continue
+            kept = self.db.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
+            self._commit("UPDATE runs SET status = 'interrupted', reason = ?, ended = ? WHERE id = ?"
+                         " AND status = 'running'",
+                         (f"kernellab (pid {pid}) died while it measured this run (killed?); "
+                          f"the {kept} sample(s) it stored are kept", time.time(), run_id))
+            marked.append(run_id)
+        return marked
 
     def _tables(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -214,9 +244,9 @@ class Store:
                   mode: str, command: list[str], options_key: str, initramfs: str | None) -> int:
         return self._commit(
             "INSERT INTO runs (variant_id, build_key, target, mode, host, status, started, command,"
-            " options_key, initramfs, target_info) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            " options_key, initramfs, target_info, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (variant_id, build_key, target, mode, socket.gethostname(), "running", time.time(),
-             json.dumps(command), options_key, initramfs, json.dumps(target_info)))
+             json.dumps(command), options_key, initramfs, json.dumps(target_info), _me()))
 
     def add_sample(self, run_id: int, metric: str, unit: str, rep: int, iters: int, value: float,
                    seq: int | None = None) -> None:
@@ -228,9 +258,13 @@ class Store:
         self._commit("INSERT INTO unavailable (run_id, metric, reason) VALUES (?,?,?)",
                      (run_id, metric, reason))
 
-    def add_log(self, kind: str, text: str, run_id: int | None = None, build_key: str | None = None) -> None:
-        self._commit("INSERT INTO logs (run_id, build_key, kind, text) VALUES (?,?,?,?)",
-                     (run_id, build_key, kind, text))
+    def append_log(self, log_id: int, text: str) -> None:
+        """More of a log that grows as it is read (a console)."""
+        self._commit("UPDATE logs SET text = text || ? WHERE id = ?", (text, log_id))
+
+    def add_log(self, kind: str, text: str, run_id: int | None = None, build_key: str | None = None) -> int:
+        return self._commit("INSERT INTO logs (run_id, build_key, kind, text) VALUES (?,?,?,?)",
+                            (run_id, build_key, kind, text))
 
     def finish_run(self, run_id: int, status: str, reason: str, agent_version: int | None = None,
                    clocksource: str | None = None) -> None:

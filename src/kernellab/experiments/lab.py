@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..guest.console import MILESTONES
-from ..guest.session import Sample, Session, console_samples
+from ..guest.session import Sample, Session
 from ..initramfs import agent_initramfs
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
@@ -239,13 +240,34 @@ def _prebuilt_rows(store: Store, run_id: int, image: prebuilt.Image) -> None:
         store.add_unavailable(run_id, metric, prebuilt.NOT_BUILT)
 
 
+CONSOLE_FLUSH_S = 0.5
+
+
 class _StoreSink:
     """Commits what the session reads as it reads it."""
 
     def __init__(self, store: Store, run_id: int, config: dict[str, str], agent: str = "init"):
         self.store, self.run_id, self.config, self.agent = store, run_id, config, agent
+        self.log_id = store.add_log("console", "", run_id=run_id)
+        self._pending: list[str] = []
+        self._flushed = time.monotonic()
+
+    def console(self, text: str) -> None:
+        # Appended in batches: a commit per line would cost a boot of 300 lines little,
+        # but a chatty kernel thousands. Every sample flushes first, so the log holds the
+        # lines that led up to whatever was measured, whatever kills kernellab next.
+        self._pending.append(text)
+        if time.monotonic() - self._flushed >= CONSOLE_FLUSH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.store.append_log(self.log_id, "".join(self._pending))
+            self._pending = []
+        self._flushed = time.monotonic()
 
     def sample(self, s: Sample) -> None:
+        self.flush()
         self.store.add_sample(self.run_id, s.metric, s.unit, s.rep, s.iters, s.value, s.seq)
 
     def unavailable(self, metric: str, reason: str) -> None:
@@ -356,24 +378,23 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         if cancellation:
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
-        session = Session(_StoreSink(store, run_id, p.config.values, target.capabilities.agent), watcher)
+        sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
+        session = Session(sink, watcher)
         try:
             with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
                 result = session.read(console)
             if cancellation and cancellation.reason is not None:
                 raise KeyboardInterrupt(cancellation.reason)
         except KeyboardInterrupt as exc:
-            sink = session.sink
-            for sample in console_samples(session.result.lines):  # the milestones it reached
-                sink.sample(sample)
-            store.add_log("console", session.result.console_log, run_id=run_id)
+            session.store_console_samples()   # the Memory: line and initcalls it reached
+            sink.flush()
             store.finish_run(run_id, "interrupted", f"interrupted ({exc.args[0] if exc.args else 'Ctrl-C'})",
                              session.result.agent_version, session.result.clocksource)
             raise
         finally:
             if cancellation:
                 cancellation.unwatch(console)
-    store.add_log("console", result.console_log, run_id=run_id)
+    sink.flush()
     if result.vulnerabilities:
         store.add_log(vulnerabilities.LOG_KIND, vulnerabilities.to_log(result.vulnerabilities), run_id=run_id)
     for prefix, reason in console.unavailable().items():

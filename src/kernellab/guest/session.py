@@ -55,6 +55,7 @@ class Sink(Protocol):
     """Where a session puts what it reads, as it reads it (the lab's store)."""
     def sample(self, sample: Sample) -> None: ...
     def unavailable(self, metric: str, reason: str) -> None: ...
+    def console(self, text: str) -> None: ...   # one line of the console log, as log_line writes it
 
 
 class Watcher(Protocol):
@@ -86,8 +87,12 @@ class SessionResult:
 
     @property
     def console_log(self) -> str:
-        return "".join(f"[kernel log] {line.text}\n" if line.replayed else f"[host {line.host_s:9.6f}] {line.text}\n"
-                       for line in self.lines)
+        return "".join(log_line(line) for line in self.lines)
+
+
+def log_line(line: ConsoleLine) -> str:
+    """A console line as the run's console log keeps it."""
+    return f"[kernel log] {line.text}\n" if line.replayed else f"[host {line.host_s:9.6f}] {line.text}\n"
 
 
 class Session:
@@ -98,6 +103,7 @@ class Session:
         self.result = SessionResult("incomplete", "")
         self.rebooted = False
         self._ahead = [(name, pattern) for name, pattern in MILESTONES]   # milestones not yet reached
+        self._early: set[str] = set()   # console samples stored when their line arrived
 
     def read(self, console: Console) -> SessionResult:
         """Reads the console to its end. A KeyboardInterrupt passes through: what was read
@@ -108,16 +114,24 @@ class Session:
         r.exit = console.exit
         r.records, r.rejected = self.stream.records, self.stream.rejected
         self._verdict(console.exit)
-        for sample in console_samples(r.lines):
-            self.sink.sample(sample)
+        self.store_console_samples()
         return r
+
+    def store_console_samples(self) -> None:
+        """What the console said (milestones, the Memory: line, initcalls) and was not
+        stored as it arrived: at the end of a boot, or when it is cut short."""
+        for sample in console_samples(self.result.lines):
+            if sample.metric not in self._early:
+                self._early.add(sample.metric)
+                self.sink.sample(sample)
 
     def _take(self, line: ConsoleLine, console: Console) -> None:
         r = self.result
         r.lines.append(line)
+        self.sink.console(log_line(line))
         if line.replayed:
             return  # the kernel's past (a running machine's log): milestones only
-        self._milestone(line.text)
+        self._milestone(line)
         if FINAL_LINE.match(line.message):
             self.rebooted = True
             console.stop_in(0)
@@ -147,12 +161,19 @@ class Session:
             r.status = "ok"
             console.stop_in(EXIT_GRACE_S)
 
-    def _milestone(self, text: str) -> None:
-        """Tells the watcher of each milestone this line reaches (the first line is two:
-        first output, and often the Linux version)."""
-        reached = [name for name, pattern in self._ahead if pattern is None or pattern.search(text)]
+    def _milestone(self, line: ConsoleLine) -> None:
+        """Stores and tells the watcher each milestone this line reaches (the first line is
+        two: first output, and often the Linux version): a boot cut short keeps them."""
+        reached = [name for name, pattern in self._ahead if pattern is None or pattern.search(line.text)]
         self._ahead = [(name, pattern) for name, pattern in self._ahead if name not in reached]
         for name in reached:
+            times = [(f"boot.{name}.host", line.host_s), (f"boot.{name}.printk", line.printk_s)]
+            for metric, value in times:
+                # first_output's printk time, when the decompressor spoke first, is known
+                # only from a later line: it is stored at the end (store_console_samples).
+                if value is not None:
+                    self._early.add(metric)
+                    self.sink.sample(Sample(metric, "s", 0, 1, value))
             self.watcher.milestone(name)
 
     def _record(self, record: Record) -> None:

@@ -8,7 +8,9 @@ import select
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+from .. import reaper
 from ..guest.console import ConsoleLine
 from . import Exit
 
@@ -26,8 +28,11 @@ class ProcessConsole:
         self.stop_at = self.deadline
         self._exit: Exit | None = None
         self._stderr: list[bytes] = []
+        # Its own process group, registered while it runs: a kernellab killed outright
+        # leaves it to the next command's reaper (kernellab.reaper), not running forever.
         self.proc = proc or subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE)
+                                             stderr=subprocess.PIPE, start_new_session=True)
+        self._registration = reaper.register(self.proc.pid, f"{Path(command[0]).name} (a boot)")
 
     def stop_in(self, seconds: float) -> None:
         self.stop_at = min(self.stop_at, time.monotonic() + seconds)
@@ -86,6 +91,7 @@ class ProcessConsole:
         if stopped:
             self.kill()
         self.proc.wait()
+        self._registration.unlink(missing_ok=True)
         assert self.proc.stderr is not None
         rest = self.proc.stderr.read() or b""
         stderr = (b"".join(self._stderr) + rest).decode("utf-8", "replace")
