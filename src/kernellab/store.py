@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import sqlite3
 import time
@@ -114,6 +115,18 @@ def _migrate_2_to_3(db: sqlite3.Connection) -> None:
     db.execute("CREATE UNIQUE INDEX IF NOT EXISTS samples_seq ON samples(run_id, seq)")
 
 
+# The fault suite's hook (tests/faults): the Nth sample this process writes dies in the
+# middle of its transaction, as a kill -9 timed by luck would.
+_KILL_AT_SAMPLE = int(os.environ.get("KERNELLAB_FAULT_KILL_AT_SAMPLE", "0") or 0)
+
+
+def _die_inside_a_write(db: sqlite3.Connection, run_id: int) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO samples (run_id, metric, unit, rep, iters, value) VALUES (?, 'fault', 'ns', 0, 1, 0)",
+               (run_id,))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _me() -> str:
     """This process, as a run's owner: its pid and start time (a pid alone gets reused)."""
     return f"{os.getpid()} {reaper.start_time(os.getpid())}"
@@ -146,6 +159,7 @@ class Store:
                            "pass --store PATH in a writable directory") from None
         self.db.row_factory = sqlite3.Row
         self.abandoned = self._mark_abandoned()
+        self._samples_written = 0
 
     def _open_schema(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")  # one writer decides and migrates
@@ -250,6 +264,9 @@ class Store:
 
     def add_sample(self, run_id: int, metric: str, unit: str, rep: int, iters: int, value: float,
                    seq: int | None = None) -> None:
+        self._samples_written += 1
+        if self._samples_written == _KILL_AT_SAMPLE:
+            _die_inside_a_write(self.db, run_id)
         # A record stored already (the same run and record number) is not stored again.
         self._commit("INSERT OR IGNORE INTO samples (run_id, metric, unit, rep, iters, value, seq)"
                      " VALUES (?,?,?,?,?,?,?)", (run_id, metric, unit, rep, iters, value, seq))

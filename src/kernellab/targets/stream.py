@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from .. import reaper
@@ -95,8 +97,13 @@ class ProcessConsole:
         assert self.proc.stderr is not None
         rest = self.proc.stderr.read() or b""
         stderr = (b"".join(self._stderr) + rest).decode("utf-8", "replace")
-        self._exit = Exit(None if stopped else self.proc.returncode, timed_out and stopped, stderr,
-                          time.monotonic() - self.start)
+        code = None if stopped else self.proc.returncode
+        exit = Exit(code, timed_out and stopped, stderr, time.monotonic() - self.start)
+        if code is not None and code < 0:
+            # Killed by a signal that was not kernellab's: the emulator (or the agent run as
+            # a program) died, whatever its kernel was doing.
+            exit = replace(exit, ended=f"{Path(self.command[0]).name} died of {_signal_name(-code)}")
+        self._exit = exit
 
     def unavailable(self) -> dict[str, str]:
         return {}
@@ -110,6 +117,13 @@ class ProcessConsole:
 
     def close(self) -> None:
         self._finish(timed_out=False)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _text(raw: bytes) -> str:
