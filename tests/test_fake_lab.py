@@ -339,3 +339,12 @@ def test_the_real_agent_runs_through_the_whole_pipeline(lab, capsys):
         values = metric(rep, name)["values"]["r"]
         assert values["n"] == 3 and values["median"] > 0
     assert metric(rep, "syscall.null")["values"]["r"]["median"] < metric(rep, "proc.fork_exit")["values"]["r"]["median"]
+
+
+def test_a_probe_of_a_meminfo_metric_asks_the_agent_for_meminfo(lab, capsys):
+    """KL_ONLY knows /proc/meminfo as one word: a probe of meminfo.Slab must not ask for a
+    metric the agent has no name for."""
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y+CONFIG_SLUB=y+CONFIG_SYSFS=y",
+                    "--toggle", "SLUB_DEBUG_ON", "--metric", "meminfo.Slab", "--format", "json") == 0
+    [flip] = json.loads(capsys.readouterr().out)["flips"]
+    assert flip["effects"]["meminfo.Slab"]["delta_pct"] == pytest.approx(200 / 900 * 100)

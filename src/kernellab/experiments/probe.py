@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from .. import arches, blast, modes, paths
 from ..build import FIGURE_METRICS, Build, build_tree
 from ..errors import LabError
-from ..metrics.catalog import describe
+from ..metrics.catalog import agent_selector, describe
 from ..stats import compare_samples
 from ..store import Store
 from . import lab
@@ -56,7 +56,7 @@ class Prober:
         self.base_path = paths.cache_dir("attribution") / f"base-{digest}.config"
         if not self.base_path.exists():
             self.base_path.write_text(self.base_text)
-        agent = [m for m in self.metrics if describe(m, "").source == "agent"]
+        agent = list(dict.fromkeys(agent_selector(m) for m in self.metrics if describe(m, "").source == "agent"))
         self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
         # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
         words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]

@@ -66,6 +66,11 @@ def describe(name: str, unit: str) -> Metric:
     return Metric(name, name, unit, "lower", group, "count" if group == "memory" else "guest", "agent")
 
 
+def agent_selector(name: str) -> str:
+    """The word KL_ONLY picks a metric by: the agent reads /proc/meminfo whole."""
+    return "meminfo" if name.startswith("meminfo.") else name
+
+
 def opt_in_groups() -> frozenset[str]:
     """The groups of metrics the agent runs only when asked (`with = [...]`, --with)."""
     return frozenset(m.opt_in for m in catalog().values() if m.opt_in)
