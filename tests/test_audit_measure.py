@@ -102,3 +102,19 @@ def test_a_mitigation_the_kernel_never_ran_is_called_inactive_not_free(lab, caps
     else:
         assert lines[row + 1].strip() == said
         assert str(markupsafe.escape(said)) in measure(lab, capsys, config, "--format", "html")
+
+
+def test_an_exact_change_within_the_noise_floor_is_not_called_an_effect(lab, capsys, tmp_path):
+    from kernellab.experiments import floor
+    from kernellab.experiments import lab as lab_stage
+    from kernellab.experiments.spec import VariantSpec
+    config = tmp_path / "server.config"
+    config.write_text(CONFIG)
+    measured = lab_stage.prepare(VariantSpec("as-configured", str(config), source=str(lab.tree)))
+    floor.save(measured, floor.Floor(str(config), "icount", {"syscall.null": 2.0}, {"syscall.null": "CONFIG_X"},
+                                     [], "8 neutral options flipped (a test's)"))
+    assert "/" not in floor.key(measured)     # a .config by path keys its floor by name and content
+    text = measure(lab, capsys, config)
+    assert "noise floor: " in text and "8 neutral options flipped (a test's)" in text
+    [row] = [line for line in text.splitlines() if line.startswith("debug-list ") and "syscall.null" in line]
+    assert "within floor (-1.0%, floor 2.0%) (debugging)" in row

@@ -28,7 +28,7 @@ from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
-from . import lab
+from . import floor, lab
 from .probe import Probe, Prober
 from .spec import VariantSpec
 
@@ -57,6 +57,7 @@ class MeasuredAudit:
     groups: list[Group]
     rules: list[dict[str, Any]]              # per measured rule: its group, metric, effects
     unmeasured: list[dict[str, str]]         # rule, option, why
+    noise_floor: str                         # whose floor judged the exact changes, or why none
     builds: int
     boots: int
     wall_s: float
@@ -103,6 +104,8 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         raise LabError("audit --measure: no recommended change can be built and measured here "
                        "(see the audit's reasons); nothing was built")
     metrics = sorted({f.rule.metric for f in measurable + at_boot})
+    measured_floor = floor.load_for(prepared) if modes.get(mode).deterministic else None
+    floor_pct = measured_floor.pct if measured_floor else {}
     # Tolerant: a metric this kernel cannot measure leaves its rules unmeasured, not the rest.
     prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True)
     groups = _groups(found, measurable) if measurable else []
@@ -113,14 +116,14 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         baseline = prober.probe("as-configured", {}, runs)
         bar.advance()
         for g in groups:
-            _record(store, g, baseline, prober.probe(f"audit:{g.name}", g.settings, runs), metrics, mode)
+            _record(store, g, baseline, prober.probe(f"audit:{g.name}", g.settings, runs), metrics, mode, floor_pct)
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
             bar.advance()
         for f, g in zip(at_boot, boot_groups, strict=True):
             # The same kernel, booted with the parameter: its build is reused.
             booted = Prober(store, replace(base, boot_args=[*base.boot_args, _param(f)]), prepared.config.text,
                             metrics, mode, tolerant=True)
-            _record(store, g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode)
+            _record(store, g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode, floor_pct)
             prober.boots += booted.boots
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
             bar.advance()
@@ -150,7 +153,8 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
                       "not_affected": vulnerabilities.inactive(own.flaws + every.flaws, list(f.rule.flaws))})
     return MeasuredAudit(mode, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
                          groups + boot_groups,
-                         rules, unmeasured, prober.builds, prober.boots, time.monotonic() - start)
+                         rules, unmeasured, _floor_origin(measured_floor, mode), prober.builds, prober.boots,
+                         time.monotonic() - start)
 
 
 def _param(f: Finding) -> str:
@@ -194,7 +198,16 @@ def _groups(found: Applicable, measurable: list[Finding]) -> list[Group]:
     return out
 
 
-def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: str) -> None:
+def _floor_origin(measured: floor.Floor | None, mode: str) -> str:
+    if not modes.get(mode).deterministic:
+        return f"none: in {mode} mode the intervals say what is noise"
+    if measured is None:
+        return "none measured for these kernels (`kernellab noise-floor`): every exact difference counts"
+    return f"{measured.base}'s ({measured.measured})"
+
+
+def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: str,
+            floor_pct: dict[str, float]) -> None:
     g.dropped = [d["option"] for d in probe.dropped]
     g.build_s, g.built = probe.build.wall_s, not probe.build.cached
     g.flaws = [flaws for run_id in probe.run_ids if (flaws := store.run_vulnerabilities(run_id))]
@@ -203,6 +216,8 @@ def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list
             continue
         g.effects[m] = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
                                        deterministic=modes.get(mode).deterministic).to_dict()
+        if m in floor_pct:
+            g.effects[m]["floor_pct"] = floor_pct[m]
 
 
 def _pct(c: dict[str, Any]) -> str:

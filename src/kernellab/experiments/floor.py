@@ -14,6 +14,7 @@ and bisect of such kernels reads it.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,7 +62,12 @@ def floor_metrics(mode: str) -> list[str]:
 def key(p: lab.Prepared) -> str:
     """Whose floor: one source, arch, compiler and base config."""
     compiler = p.toolchain.id if p.toolchain else "none"
-    return f"{p.source.id}-{p.profile.name}-{compiler}-{p.spec.base}"
+    base = p.spec.base
+    if "/" in base or Path(base).is_file():
+        # A .config given by path: its name and what it holds, never the path's slashes.
+        digest = hashlib.sha256(Path(base).expanduser().read_bytes()).hexdigest()[:12]
+        base = f"{Path(base).name}-{digest}"
+    return f"{p.source.id}-{p.profile.name}-{compiler}-{base}"
 
 
 def path_for(p: lab.Prepared) -> Path:

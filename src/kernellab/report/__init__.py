@@ -38,14 +38,21 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     return text
 
 
+def within_floor(delta_pct: float, floor_pct: float | None) -> str | None:
+    """An exact change that code which never runs also causes is not an effect: said so,
+    or None when the change is larger than the floor (or no floor is known)."""
+    if floor_pct is None or abs(delta_pct) > floor_pct:
+        return None
+    return f"within floor ({delta_pct:+.1f}%, floor {floor_pct:.1f}%)"
+
+
 def fmt_delta(metric: dict[str, Any], variant: str, floor_pct: float = 0.0) -> str:
     d = metric["delta_pct"].get(variant)
     if d is None:
         return "-"
     c = metric["comparison"].get(variant, {})
-    if c.get("ci_low_pct") is None and abs(d) <= floor_pct:
-        # An exact change that code which never runs also causes: not an effect.
-        return f"within floor ({d:+.1f}%, floor {floor_pct:.1f}%)"
+    if c.get("ci_low_pct") is None and (within := within_floor(d, floor_pct)):
+        return within
     text = f"{d:+.1f}%"
     if c.get("ci_low_pct") is not None:
         text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"

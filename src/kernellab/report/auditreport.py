@@ -8,6 +8,7 @@ from typing import Any
 from .. import modes
 from ..config.audit import VERDICTS, AuditReport
 from ..guest import vulnerabilities
+from . import within_floor
 
 
 def render_table(report: AuditReport) -> str:
@@ -45,16 +46,18 @@ def render_measured(m: dict[str, Any]) -> str:
     of recommendations and with all of them, then what was not measured and why."""
     how = modes.get(m["mode"]).summary
     lines = ["", f"measured by kernellab: {m['kernel']}",
-             f"{how}; {m['runs']} run(s) per kernel; each effect is against the kernel as configured"]
+             f"{how}; {m['runs']} run(s) per kernel; each effect is against the kernel as configured",
+             f"noise floor: {m.get('noise_floor', 'none')}"]
     if m["rules"]:
         rw = max(len(r["rule"]) for r in m["rules"])
         cw = max(len(f"{r['option']}={r['value']}") for r in m["rules"])
         mw = max(len(r["metric"]) for r in m["rules"])
-        lines.append(f"{'rule':<{rw}}  {'change':<{cw}}  {'metric':<{mw}}  {'its group':<28}  all recommendations")
-        for r in m["rules"]:
-            own = f"{effect_text(r['group_effect'])} ({r['group']})"
+        own = [f"{effect_text(r['group_effect'])} ({r['group']})" for r in m["rules"]]
+        gw = max(len(text) for text in [*own, "its group"])
+        lines.append(f"{'rule':<{rw}}  {'change':<{cw}}  {'metric':<{mw}}  {'its group':<{gw}}  all recommendations")
+        for r, its in zip(m["rules"], own, strict=True):
             lines.append(f"{r['rule']:<{rw}}  {r['option'] + '=' + r['value']:<{cw}}  {r['metric']:<{mw}}  "
-                         f"{own:<28}  {effect_text(r['all_effect'])}")
+                         f"{its:<{gw}}  {effect_text(r['all_effect'])}")
             if r.get("not_affected"):
                 lines.append(f"{'':<{rw}}  {vulnerabilities.caveat(r['flaws'], r['not_affected'])}")
     lines.append("groups measured (each a kernel built and booted):")
@@ -73,7 +76,11 @@ def render_measured(m: dict[str, Any]) -> str:
 def effect_text(c: dict[str, Any] | None) -> str:
     if c is None or c.get("delta_pct") is None:
         return "-"
+    d = c["delta_pct"]
+    if c.get("ci_low_pct") is None and (within := within_floor(d, c.get("floor_pct"))):
+        return within
     interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]{'*' if c.get('significant') else ''}"
                 if c.get("ci_low_pct") is not None else "")
     word = "" if c["direction"] in ("same", "") else f" {c['direction']}"
-    return f"{c['delta_pct']:+.2f}%{interval}{word}"
+    # Exact (icount) changes far below a percent still show their size, never "-0.00%".
+    return f"{d:+.2f}%{interval}{word}" if abs(d) >= 0.01 or d == 0 else f"{d:+.1e}%{interval}{word}"
