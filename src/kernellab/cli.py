@@ -10,6 +10,7 @@ import io
 import json
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,21 @@ from typing import Any
 import shtab
 from argparse_manpage.manpage import Manpage
 
-from . import __version__, arches, doctor, gate, modes, paths, prebuilt, profiler, progress, reaper, sources, toolchain
+from . import (
+    __version__,
+    arches,
+    cache,
+    doctor,
+    gate,
+    modes,
+    paths,
+    prebuilt,
+    profiler,
+    progress,
+    reaper,
+    sources,
+    toolchain,
+)
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
@@ -409,6 +424,45 @@ def cmd_show(args: argparse.Namespace) -> int:
     return _report_and_gate(report, rules, noise, args)
 
 
+def _store_if_any(args: argparse.Namespace) -> Store | None:
+    path = Path(args.store) if args.store else paths.default_store()
+    return _store(args) if path.exists() else None
+
+
+def cmd_cache_show(args: argparse.Namespace) -> int:
+    found = cache.entries(_store_if_any(args), args.recent)
+    kinds = cache.summary(found)
+    if args.format == "json":
+        sys.stdout.write(_json({"root": str(paths.cache_root()), "kinds": [k.to_dict() for k in kinds],
+                                **({"entries": [e.to_dict() for e in found]} if args.all else {})}))
+        return 0
+    print(f"kernellab's cache: {paths.cache_root()} ({cache.human(sum(e.bytes for e in found))})")
+    print(f"{'kind':16} {'entries':>7} {'size':>10} {'used':>5}  prunable")
+    for k in kinds:
+        print(f"{k.kind:16} {k.entries:>7} {cache.human(k.bytes):>10} {k.used:>5}  "
+              + (f"no: {k.kept_because}" if k.kept_because else "yes"))
+    if args.all:
+        for e in found:
+            age = (time.time() - e.modified) / cache.DAY_S
+            used = f"used by run {', '.join(map(str, e.used_by[:3]))}" if e.used_by else "unused"
+            print(f"  {e.kind}/{e.path.name}: {cache.human(e.bytes)}, {age:.0f} day(s) old, {used}")
+    print(f"used: entries a run among the store's {args.recent} most recent measured")
+    return 0
+
+
+def cmd_cache_prune(args: argparse.Namespace) -> int:
+    source_hash = sources.resolve(args.source).content_hash if args.source else None
+    with paths.alone():
+        found = cache.entries(_store_if_any(args), args.recent)
+        picked = cache.select(found, args.older_than, source_hash, args.unused)
+        for e in picked:
+            _log(f"{'would remove' if args.dry_run else 'removing'} {e.kind}/{e.path.name} ({cache.human(e.bytes)})")
+        freed = sum(e.bytes for e in picked) if args.dry_run else cache.remove(picked)
+    print(f"{'would free' if args.dry_run else 'freed'} {cache.human(freed)} in {len(picked)} entr"
+          f"{'y' if len(picked) == 1 else 'ies'}")
+    return 0
+
+
 def cmd_study_list(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for name in sorted(study.packaged()):
@@ -780,6 +834,22 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sr, *studyreport.FORMATS)
     sr.add_argument("--output", "-o", help="write the report to a file")
 
+    ca = sub.add_parser("cache", help="what kernellab's cache holds (sources, build trees, artifacts, images) "
+                                      "and pruning it")
+    ca_sub = ca.add_subparsers(dest="cache_command", required=True)
+    cs = command("show", "each part of the cache: entries, size, how many the store's recent runs used",
+                 cmd_cache_show, ca_sub)
+    cs.add_argument("--all", action="store_true", help="list every entry, not only the totals per kind")
+    cs.add_argument("--recent", type=_at_least_one, default=50, help="how many recent runs count as using (50)")
+    format_opt(cs, "table", "json")
+    cp = command("prune", "remove source trees, build trees, artifacts and images: those every criterion given "
+                          "picks; never while another kernellab command runs", cmd_cache_prune, ca_sub)
+    cp.add_argument("--older-than", type=_positive, metavar="DAYS", help="not built or used for DAYS days")
+    cp.add_argument("--source", help="the source tree and build trees of this source (debian:6.12, a path, ...)")
+    cp.add_argument("--unused", action="store_true", help="not used by the store's recent runs (see --recent)")
+    cp.add_argument("--recent", type=_at_least_one, default=50, help="how many recent runs count as using (50)")
+    cp.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+
     lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
                  cmd_lava_job)
     lj.add_argument("variant")
@@ -836,7 +906,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running
-        with progress.display():
+        with paths.in_use(), progress.display():
             code: int = args.func(args)
         return code
     except LabError as exc:
