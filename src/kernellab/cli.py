@@ -36,7 +36,7 @@ from . import (
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .errors import LabError
-from .experiments import audit_measure, compare, floor, lab, lava, profiling, study, sweep
+from .experiments import audit_measure, compare, executor, floor, lab, lava, profiling, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.probe import differing
@@ -103,7 +103,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
-    report, failures = compare.run_experiment(exp, store, how, log=_log)
+    if args.workers or args.cluster:
+        if args.target != "qemu":
+            raise LabError("--workers/--cluster boot QEMU guests on the cluster's machines; --target is one machine")
+        cluster = executor.connect(args.workers, args.cluster)
+        try:
+            report, failures = executor.run_experiment(exp, store, how, cluster, log=_log)
+        finally:
+            cluster.close()
+    else:
+        report, failures = compare.run_experiment(exp, store, how, log=_log)
     # The floor the report was judged by travels with it: `show` and a later gate reuse it.
     report["noise_floor"] = {"origin": noise.origin,
                              "pct": {m["name"]: noise.of(m["name"]) for m in report["metrics"] if noise.of(m["name"])}}
@@ -715,6 +724,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung")
     target_opts(c)
+    cl = c.add_mutually_exclusive_group()
+    cl.add_argument("--workers", type=_at_least_one, help="build and boot on a local Dask cluster of N workers")
+    cl.add_argument("--cluster", metavar="ADDRESS",
+                    help="build and boot on the Dask scheduler at ADDRESS (tls://HOST:PORT, or this host's)")
     format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")

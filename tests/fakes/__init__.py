@@ -74,6 +74,20 @@ class FakeLab:
 SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "noise-floor", "audit")
 
 
+def patch_arches(binary: str) -> None:
+    """use_fake_qemu for a process of its own (a Dask worker): no monkeypatch to undo it."""
+    from kernellab import arches
+    real_load = arches.load
+
+    def load(name):
+        profile = real_load(name)
+        if name == "x86_64" and profile.qemu is not None:
+            profile = dataclasses.replace(profile, qemu=dataclasses.replace(profile.qemu, binary=binary))
+        return profile
+
+    arches.load = load
+
+
 def use_fake_qemu(monkeypatch, binary: Path) -> None:
     """THE hook into kernellab's arch profiles: the x86_64 profile boots with `binary`.
     Kept in this one function because the arch and target code is being refactored:

@@ -38,7 +38,7 @@ COARSE_CLOCKSOURCES = ("jiffies", "refined-jiffies")
 SYSCTL_FAILED = re.compile(r"Failed to set sysctl parameter '([^']*)'")
 
 STATUSES = ("ok", "panic", "timeout", "incomplete", "coarse-clock", "damaged", "bad-sysctl",
-            "agent-mismatch", "interrupted")
+            "agent-mismatch", "interrupted", "lost")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,296 @@
+"""compare on a Dask cluster: builds and boots are tasks on the workers, each worker with
+its own cache; the client alone writes the store.
+
+A worker measures a run exactly as the local lab does (lab.run), against a store that
+forwards every write to the client over a Dask queue, in batches as the run goes: the
+client applies them to its SQLite store, mapping the worker's provisional ids to its own.
+A run whose worker is lost mid-boot is recorded as lost, with the samples that reached the
+client; Dask runs the task again elsewhere, and the store keeps each (run, record number)
+once. In icount mode the runs of a round go to the workers at once (guest time does not
+depend on the host); in wall mode every boot runs on one worker, in turn and interleaved, so
+that the comparison stays fair.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import pickle
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlparse
+
+from .. import build as builder
+from .. import modes, progress
+from ..build import Build
+from ..errors import LabError
+from ..store import Store
+from . import lab
+from .spec import Experiment, VariantSpec
+
+FLUSH_S = 0.5        # how often a worker sends what its run wrote
+POLL_S = 0.2
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class Cluster:
+    client: Any                      # distributed.Client
+    queue_name: str
+    local: Any = None                # the LocalCluster kernellab started (--workers), if any
+
+    def close(self) -> None:
+        self.client.close()
+        if self.local is not None:
+            self.local.close()
+
+
+def connect(workers: int | None, address: str | None) -> Cluster:
+    """A local cluster of `workers` processes, or the scheduler at `address` (TLS, or this
+    host only: a scheduler runs the code it is sent)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise LabError("--workers and --cluster need Dask: pip install 'dask[distributed]'") from None
+    if address is not None:
+        _check_address(address)
+        try:
+            client = Client(address, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise LabError(f"cannot reach the Dask scheduler at {address} ({exc}): start it "
+                           "(see README, 'More machines') or check the address") from None
+        return Cluster(client, f"kernellab-{uuid.uuid4().hex}")
+    local = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    return Cluster(Client(local), f"kernellab-{uuid.uuid4().hex}", local)
+
+
+def _check_address(address: str) -> None:
+    url = urlparse(address if "://" in address else f"tcp://{address}")
+    host = url.hostname or ""
+    if url.scheme == "tls":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host in LOCAL_HOSTS
+    if not loopback:
+        raise LabError(f"--cluster {address}: a Dask scheduler runs the code it is sent, so kernellab talks to "
+                       "one on another host only over TLS (tls://HOST:PORT, see README, 'More machines')")
+
+
+# -- on the worker ----------------------------------------------------------------------
+
+class _Forwarding:
+    """The store a worker's run writes to: each write goes to the client, in batches.
+    Ids it hands out are provisional (negative); the client maps them to its own."""
+
+    def __init__(self, queue: Any, task: str, token: str) -> None:
+        self.queue, self.task, self.token = queue, task, token
+        self.pending: list[tuple[str, int | None, tuple[Any, ...], dict[str, Any]]] = []
+        self.next_id = -1
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        # A guest that goes quiet (hung, or its worker about to die) must not keep what it
+        # sent last: what is pending goes out every FLUSH_S, whether more comes or not.
+        self.timer = threading.Thread(target=self._every_while, daemon=True)
+        self.timer.start()
+
+    def _every_while(self) -> None:
+        while not self.done.wait(FLUSH_S):
+            self.flush()
+
+    def _call(self, method: str, *args: Any, returns: bool = False, **kwargs: Any) -> int | None:
+        with self.lock:
+            local = None
+            if returns:
+                local, self.next_id = self.next_id, self.next_id - 1
+            self.pending.append((method, local, args, kwargs))
+        if method in ("start_run", "finish_run"):
+            self.flush()
+        return local
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.pending = self.pending, []
+            if batch:
+                # A Dask queue carries msgpack data: the calls travel pickled, as task results do.
+                self.queue.put([self.task, self.token, pickle.dumps(batch)])
+
+    def close(self) -> None:
+        self.done.set()
+        self.timer.join()
+        self.flush()
+
+    def add_variant(self, *args: Any, **kwargs: Any) -> int:
+        return self._call("add_variant", *args, returns=True, **kwargs) or 0
+
+    def start_run(self, *args: Any, **kwargs: Any) -> int:
+        return self._call("start_run", *args, returns=True, **kwargs) or 0
+
+    def add_log(self, *args: Any, **kwargs: Any) -> int:
+        return self._call("add_log", *args, returns=True, **kwargs) or 0
+
+    def add_build(self, *args: Any, **kwargs: Any) -> None:
+        self._call("add_build", *args, **kwargs)
+
+    def add_sample(self, *args: Any, **kwargs: Any) -> None:
+        self._call("add_sample", *args, **kwargs)
+
+    def add_unavailable(self, *args: Any, **kwargs: Any) -> None:
+        self._call("add_unavailable", *args, **kwargs)
+
+    def append_log(self, *args: Any, **kwargs: Any) -> None:
+        self._call("append_log", *args, **kwargs)
+
+    def set_target_info(self, *args: Any, **kwargs: Any) -> None:
+        self._call("set_target_info", *args, **kwargs)
+
+    def finish_run(self, *args: Any, **kwargs: Any) -> None:
+        self._call("finish_run", *args, **kwargs)
+
+
+def _build_task(spec: VariantSpec) -> dict[str, Any]:
+    from distributed import get_worker
+    p = lab.prepare(spec)
+    assert p.toolchain is not None   # the client sends only variants kernellab builds
+    built = builder.build(p.source, p.profile, p.toolchain, p.config, what=spec.name)
+    return {"build": built.to_dict(), "worker": get_worker().address}
+
+
+def _run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task: str) -> dict[str, Any]:
+    from distributed import Queue
+    token = uuid.uuid4().hex    # this attempt: a lost worker's task runs again with another
+    store = _Forwarding(Queue(queue_name), task, token)
+    p = lab.prepare(spec)
+    forwarded = cast(Store, store)   # what lab writes to a store, sent to the client's
+    try:
+        built = lab.ensure_built(p, forwarded)
+        outcome = lab.run(p, built, forwarded, options)
+    finally:
+        store.close()
+    return {"token": token, "status": outcome.status, "reason": outcome.reason, "samples": outcome.samples}
+
+
+# -- on the client ----------------------------------------------------------------------
+
+@dataclass
+class _Replay:
+    """Applies the workers' writes to the store, one run (token) at a time."""
+    store: Store
+    ids: dict[str, dict[int, int]] = field(default_factory=dict)      # token -> provisional -> real
+    runs: dict[str, int] = field(default_factory=dict)                # token -> its run's real id
+    finished: set[str] = field(default_factory=set)
+    attempts: dict[str, set[str]] = field(default_factory=dict)       # task -> its attempts' tokens
+
+    def apply(self, token: str, calls: list[tuple[str, int | None, tuple[Any, ...], dict[str, Any]]]) -> None:
+        ids = self.ids.setdefault(token, {})
+
+        def real(value: Any) -> Any:
+            return ids.get(value, value) if type(value) is int and value < 0 else value
+
+        for method, local, args, kwargs in calls:
+            result = getattr(self.store, method)(*map(real, args), **{k: real(v) for k, v in kwargs.items()})
+            if local is not None:
+                ids[local] = result
+            if method == "start_run":
+                self.runs[token] = result
+            elif method == "finish_run":
+                self.finished.add(token)
+
+    def drain(self, queue: Any) -> None:
+        for task, token, calls in queue.get(batch=True):
+            self.attempts.setdefault(task, set()).add(token)
+            self.apply(token, pickle.loads(calls))
+
+    def lost(self, task: str, winner: str) -> list[int]:
+        """Runs of the task's attempts that never finished (their worker was lost): marked."""
+        out = []
+        for token in sorted(self.attempts.get(task, set()) - {winner}):
+            if token in self.runs and token not in self.finished:
+                run_id = self.runs[token]
+                kept = len(self.store.run_samples(run_id))
+                self.store.finish_run(run_id, "lost", f"its Dask worker was lost mid-run; the run was done again "
+                                                      f"elsewhere; the {kept} sample(s) that arrived are kept")
+                self.finished.add(token)
+                out.append(run_id)
+        return out
+
+
+def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
+                   log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
+    """compare's loop with builds and boots on the cluster; `how` is compare's Plan."""
+    from distributed import Queue
+
+    from ..report.model import VariantRecord, build_report
+    from .compare import _imprecise, _outcome
+    client, queue = cluster.client, Queue(cluster.queue_name, client=cluster.client)
+    replay = _Replay(store)
+    records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]
+    for r in records:
+        if r.prepared.toolchain is None or r.prepared.profile.build_only:
+            raise LabError(f"{r.prepared.spec.name}: on a Dask cluster kernellab builds and boots QEMU "
+                           "variants; measure running kernels and build-only arches without --workers/--cluster")
+    failures: list[str] = []
+    built_on: dict[str, str] = {}
+    with progress.task(f"{exp.name}: builds on the cluster", len(records), "variants") as bar:
+        futures = {client.submit(_build_task, r.prepared.spec, pure=False, key=f"build-{uuid.uuid4().hex}"): r
+                   for r in records}
+        for future in futures:
+            r = futures[future]
+            result = future.result()
+            r.build = _build_from(result["build"])
+            built_on[r.prepared.spec.name] = result["worker"]
+            store.add_build(r.build.key, lab.record_variant(r.prepared, store), result["build"])
+            log(f"{r.prepared.spec.name}: {'cached' if r.build.cached else f'built in {r.build.wall_s:.0f} s'} "
+                f"on {result['worker']}")
+            bar.advance()
+    deterministic = modes.get(how.mode).deterministic
+    # Wall mode: one worker boots everything, in turn, as the local loop does.
+    pinned = None if deterministic else [next(iter(built_on.values()))]
+    for i in range(how.max_runs):
+        due = [r for r in records if len(r.runs) <= i]
+        order = due if i % 2 == 0 else due[::-1]
+        if deterministic:
+            pending = [(r, _submit_run(client, r, how, cluster, built_on, None)) for r in order]
+        else:
+            pending = []
+            for r in order:   # in turn: each boot alone on the worker
+                pending.append((r, _submit_run(client, r, how, cluster, built_on, pinned)))
+                _await([pending[-1][1]], replay, queue)
+        _await([f for _, f in pending], replay, queue)
+        for r, future in pending:
+            result = future.result()
+            replay.drain(queue)
+            for run_id in replay.lost(future.key, result["token"]):
+                log(f"{r.prepared.spec.name}: run {run_id} lost with its worker; measured again")
+            outcome = lab.RunOutcome(replay.runs[result["token"]], result["status"], result["reason"],
+                                     result["samples"])
+            _outcome(r, outcome, how.mode, failures, log)
+        if i + 1 >= how.min_runs and not _imprecise(records, store, how.mode):
+            break
+    return build_report(exp.name, exp.description, records, store, how.mode), failures
+
+
+def _submit_run(client: Any, r: Any, how: Any, cluster: Cluster, built_on: dict[str, str],
+                pinned: list[str] | None) -> Any:
+    # The worker that built the variant has its artifacts: preferred, not required.
+    where = pinned or [built_on[r.prepared.spec.name]]
+    key = f"run-{uuid.uuid4().hex}"
+    return client.submit(_run_task, r.prepared.spec, how.options, cluster.queue_name, key, pure=False,
+                         key=key, workers=where, allow_other_workers=pinned is None)
+
+
+def _await(futures: list[Any], replay: _Replay, queue: Any) -> None:
+    """Waits for the futures, storing what the workers send meanwhile."""
+    while not all(f.done() for f in futures):
+        replay.drain(queue)
+        time.sleep(POLL_S)
+    replay.drain(queue)
+
+
+def _build_from(record: dict[str, Any]) -> Build:
+    return Build(**{**record, "artifacts": Path(record["artifacts"]), "image": Path(record["image"])})

@@ -1,0 +1,93 @@
+"""compare on a Dask cluster, on the fake lab: the same figures as the local lab, the client
+alone writing the store, and a worker killed mid-boot costing a lost run and nothing more."""
+
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes import patch_arches
+from faults.test_kill import Kernellab, children, query, wait_for
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture
+def cluster(lab):
+    """Two worker processes on this host, booting the fake QEMU; the fake lab's cache."""
+    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = distributed.Client(local)
+    client.run(sys.path.insert, 0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/tests")
+    client.run(patch_arches, str(lab.qemu))
+    yield local, client
+    client.close()
+    local.close()
+
+
+def values(lab, name):
+    return sorted(query(lab.store, "SELECT s.metric, s.rep, s.value FROM samples s JOIN runs r ON r.id = s.run_id"
+                                   " JOIN variants v ON v.id = r.variant_id WHERE v.name = ? AND s.seq IS NOT NULL"
+                                   " AND r.status = 'ok'", name))
+
+
+def test_icount_figures_from_the_cluster_are_the_local_ones(lab, capsys, cluster, tmp_path):
+    local, _ = cluster
+    variants = ["a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y"]
+    assert lab.main("compare", *variants, "--cluster", local.scheduler_address) == 0
+    remote = {name: values(lab, name) for name in "ab"}
+    assert all(remote.values()) and remote["a"] != remote["b"]
+    capsys.readouterr()
+    # The cluster's store set aside, the same comparison measured by the local lab.
+    with sqlite3.connect(lab.store) as db, sqlite3.connect(tmp_path / "remote.sqlite") as copy:
+        db.backup(copy)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{lab.store}{suffix}").unlink(missing_ok=True)
+    assert lab.main("compare", *variants) == 0
+    assert {name: values(lab, name) for name in "ab"} == remote
+    assert query(tmp_path / "remote.sqlite", "SELECT count(*) FROM (SELECT 1 FROM samples WHERE seq IS NOT NULL"
+                                             " GROUP BY run_id, seq HAVING count(*) > 1)") == [(0,)]
+
+
+def test_a_worker_killed_mid_boot_costs_a_lost_run_and_the_task_runs_again(lab, cluster, tmp_path):
+    local, client = cluster
+    kl = Kernellab(lab)
+    # The first guest hangs after 5 samples: its worker is then killed, mid-boot. (QEMU runs
+    # on the workers: the setting goes to their environment.)
+    client.run(os.environ.__setitem__, "FAKE_QEMU_HANG_AFTER", f"5:{tmp_path / 'hung-once'}")
+    started = kl.start("compare", "a=tinyconfig", "--cluster", local.scheduler_address)
+    wait_for(lambda: (tmp_path / "hung-once").exists() and
+             len(query(lab.store, "SELECT 1 FROM samples WHERE seq IS NOT NULL")) >= 5, "the hung guest's samples")
+    [qemu] = wait_for(lambda: [c for c in children(lab) if "boot" in c["what"]], "the hung QEMU")
+    worker_pids = set(client.run(os.getpid).values())
+    assert qemu["owner"] in worker_pids          # a worker boots it, not the client
+    os.kill(qemu["owner"], signal.SIGKILL)
+    try:
+        out, err = started.communicate(timeout=300)
+    finally:
+        os.killpg(qemu["pgid"], signal.SIGKILL)   # the dead worker's QEMU, which nobody reaps here
+    assert started.returncode == 0, err
+    runs = query(lab.store, "SELECT id, status, reason FROM runs ORDER BY id")
+    assert [r[1] for r in runs] == ["lost", "ok"]
+    assert "its Dask worker was lost mid-run" in runs[0][2]
+    lost = query(lab.store, "SELECT seq FROM samples WHERE run_id = ? AND seq IS NOT NULL", runs[0][0])
+    assert len(lost) >= 5 and len(lost) == len(set(lost))    # what arrived before the loss, once
+    assert f"run {runs[0][0]} lost with its worker; measured again" in err
+
+
+@pytest.mark.parametrize("address", ["tcp://10.0.0.5:8786", "scheduler.example.org:8786"])
+def test_a_scheduler_on_another_host_is_reached_only_over_tls(address):
+    from kernellab.errors import LabError
+    from kernellab.experiments.executor import _check_address
+    with pytest.raises(LabError, match="only over TLS"):
+        _check_address(address)
+    _check_address("tls://scheduler.example.org:8786")
+    _check_address("tcp://127.0.0.1:8786")
+
+
+def test_an_unreachable_scheduler_is_one_line(lab, capsys):
+    assert lab.main("compare", "a=tinyconfig", "--cluster", "tcp://127.0.0.1:9") == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "Traceback" not in err
