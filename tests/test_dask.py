@@ -93,3 +93,18 @@ def test_an_unreachable_scheduler_is_one_line(lab, capsys):
     assert lab.main("compare", "a=tinyconfig", "--cluster", "tcp://127.0.0.1:9") == 2
     err = capsys.readouterr().err
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "Traceback" not in err
+
+
+def test_a_study_on_the_cluster_concludes_as_locally_and_resumes_from_the_store(lab, capsys, cluster):
+    from test_study import run_study, study_file
+    local, _ = cluster
+    path = study_file(lab)
+    remote, _ = run_study(lab, capsys, path, "--quick", "--cluster", local.scheduler_address)
+    again, err = run_study(lab, capsys, path, "--quick", "--cluster", local.scheduler_address)
+    assert "earlier run(s) taken from the store" in err
+    assert again["summary"] == remote["summary"]
+    runs = query(lab.store, "SELECT count(*) FROM runs")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{lab.store}{suffix}").unlink(missing_ok=True)
+    here, _ = run_study(lab, capsys, path, "--quick")
+    assert here["summary"] == remote["summary"] and runs == [(len(here["reports"]["x86_64"]["variants"]),)]

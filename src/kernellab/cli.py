@@ -497,7 +497,12 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout)
-    result = study.run(how, _store(args), log=_log)
+    cluster = executor.connect(args.workers, args.cluster) if args.workers or args.cluster else None
+    try:
+        result = study.run(how, _store(args), log=_log, cluster=cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
     _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
@@ -653,6 +658,12 @@ def parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
+    def cluster_opts(p: argparse.ArgumentParser) -> None:
+        cl = p.add_mutually_exclusive_group()
+        cl.add_argument("--workers", type=_at_least_one, help="build and boot on a local Dask cluster of N workers")
+        cl.add_argument("--cluster", metavar="ADDRESS",
+                        help="build and boot on the Dask scheduler at ADDRESS (tls://HOST:PORT, or this host's)")
+
     def variant_opts(p: argparse.ArgumentParser) -> None:
         p.add_argument("--source", default=None,
                        help=f"kernel source: debian:6.1, debian:6.12, the path of a kernel tree or of a "
@@ -724,10 +735,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung")
     target_opts(c)
-    cl = c.add_mutually_exclusive_group()
-    cl.add_argument("--workers", type=_at_least_one, help="build and boot on a local Dask cluster of N workers")
-    cl.add_argument("--cluster", metavar="ADDRESS",
-                    help="build and boot on the Dask scheduler at ADDRESS (tls://HOST:PORT, or this host's)")
+    cluster_opts(c)
     format_opt(c, *REPORT_FORMATS)
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
@@ -844,6 +852,7 @@ def parser() -> argparse.ArgumentParser:
     floor_opt(sr)
     sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds before a guest counts as hung")
+    cluster_opts(sr)
     format_opt(sr, *studyreport.FORMATS)
     sr.add_argument("--output", "-o", help="write the report to a file")
 

@@ -226,7 +226,7 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
     from distributed import Queue
 
     from ..report.model import VariantRecord, build_report
-    from .compare import _imprecise, _outcome
+    from .compare import _earlier_runs, _imprecise, _outcome, _target
     client, queue = cluster.client, Queue(cluster.queue_name, client=cluster.client)
     replay = _Replay(store)
     records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]
@@ -248,6 +248,11 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
             log(f"{r.prepared.spec.name}: {'cached' if r.build.cached else f'built in {r.build.wall_s:.0f} s'} "
                 f"on {result['worker']}")
             bar.advance()
+    if how.reuse:   # a study resumes: runs of the same kernel measured the same way count
+        for r in records:
+            r.runs = _earlier_runs(r, store, how, lab.agent_for(r.prepared, _target(how, r)))
+            if r.runs:
+                log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) taken from the store")
     deterministic = modes.get(how.mode).deterministic
     # Wall mode: one worker boots everything, in turn, as the local loop does.
     pinned = None if deterministic else [next(iter(built_on.values()))]

@@ -23,7 +23,7 @@ from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
 from ..store import Store
-from . import compare, lab, sweep
+from . import compare, executor, lab, sweep
 from .probe import differing
 from .spec import Experiment, VariantSpec, experiment_from_data
 
@@ -292,7 +292,8 @@ class StudyResult:
     builds: int = 0                        # kernels built by this run (the others came from the cache)
 
 
-def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> StudyResult:
+def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
+        cluster: executor.Cluster | None = None) -> StudyResult:
     """Each arch in turn through the experiment loop, reusing every finished run of the
     same kernel measured the same way; then the sweep, in the full form only."""
     preflight(p)
@@ -305,7 +306,8 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print) -> Study
             try:
                 exp = _with_config_bases(p.experiment(a), log)
                 how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s), reuse=True)
-                report, failed = compare.run_experiment(exp, store, how, log=log)
+                report, failed = (compare.run_experiment(exp, store, how, log=log) if cluster is None
+                                  else executor.run_experiment(exp, store, how, cluster, log=log))
             except LabError as exc:
                 # One arch that cannot be built or booted does not cost the others their results.
                 log(f"study {p.study.name}: {a} failed: {exc}")
