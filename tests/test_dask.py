@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fakes import patch_arches
-from faults.test_kill import Kernellab, children, query, wait_for
+from faults.test_kill import Kernellab, children, group_alive, query, wait_for
 
 distributed = pytest.importorskip("distributed")
 
@@ -69,8 +69,10 @@ def test_a_worker_killed_mid_boot_costs_a_lost_run_and_the_task_runs_again(lab, 
         out, err = started.communicate(timeout=300)
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(qemu["pgid"], signal.SIGKILL)   # the dead worker's QEMU, which nobody reaps here
+            os.killpg(qemu["pgid"], signal.SIGKILL)   # should the test fail before it is reaped
     assert started.returncode == 0, err
+    # The dead worker's QEMU was stopped by the next task on this machine (kernellab.reaper).
+    wait_for(lambda: not group_alive(qemu["pgid"]), "the lost boot's QEMU reaped", timeout=10)
     runs = query(lab.store, "SELECT id, status, reason FROM runs ORDER BY id")
     assert [r[1] for r in runs] == ["lost", "ok"]
     assert "its Dask worker was lost mid-run" in runs[0][2]

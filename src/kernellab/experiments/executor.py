@@ -25,7 +25,7 @@ from typing import Any, cast
 from urllib.parse import urlparse
 
 from .. import build as builder
-from .. import modes, progress
+from .. import modes, progress, reaper
 from ..build import Build
 from ..errors import LabError
 from ..store import Store
@@ -153,8 +153,15 @@ class _Forwarding:
         self._call("finish_run", *args, **kwargs)
 
 
+def _reap() -> None:
+    """A worker killed mid-build or mid-boot left make or QEMU running on its machine: the
+    next task there stops them, as the next kernellab command would."""
+    reaper.reap(lambda message: None)
+
+
 def _build_task(spec: VariantSpec) -> dict[str, Any]:
     from distributed import get_worker
+    _reap()
     p = lab.prepare(spec)
     assert p.toolchain is not None   # the client sends only variants kernellab builds
     built = builder.build(p.source, p.profile, p.toolchain, p.config, what=spec.name)
@@ -163,6 +170,7 @@ def _build_task(spec: VariantSpec) -> dict[str, Any]:
 
 def _run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task: str) -> dict[str, Any]:
     from distributed import Queue
+    _reap()
     token = uuid.uuid4().hex    # this attempt: a lost worker's task runs again with another
     store = _Forwarding(Queue(queue_name), task, token)
     p = lab.prepare(spec)
