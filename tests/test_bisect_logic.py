@@ -53,6 +53,13 @@ class FakeProber:
         self.sequence.append(tuple(sorted(settings)))
         return p
 
+    def probe_all(self, asks, runs=1, done=None):
+        out = [self.probe(label, settings, runs) for label, settings in asks]
+        for p in out:
+            if done is not None:
+                done(p)
+        return out
+
     def more_runs(self, probe, runs=1):
         raise AssertionError("icount never needs more runs")
 

@@ -110,3 +110,57 @@ def test_a_study_on_the_cluster_concludes_as_locally_and_resumes_from_the_store(
         Path(f"{lab.store}{suffix}").unlink(missing_ok=True)
     here, _ = run_study(lab, capsys, path, "--quick")
     assert here["summary"] == remote["summary"] and runs == [(len(here["reports"]["x86_64"]["variants"]),)]
+
+
+def _fresh_store(lab):
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{lab.store}{suffix}").unlink(missing_ok=True)
+
+
+def _once_per_record(lab):
+    return query(lab.store, "SELECT count(*) FROM (SELECT 1 FROM samples WHERE seq IS NOT NULL"
+                            " GROUP BY run_id, seq HAVING count(*) > 1)") == [(0,)]
+
+
+def test_a_sweep_on_the_cluster_flips_at_once_and_ranks_as_the_local_one(lab, capsys, cluster):
+    import json
+    local, _ = cluster
+    args = ("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "DEBUG_LIST,DEBUG_ATOMIC_SLEEP,FAKE_SLOW",
+            "--metric", "syscall.null", "--format", "json")
+    assert lab.main(*args, "--cluster", local.scheduler_address) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert _once_per_record(lab)
+    assert (remote["builds"], remote["boots"]) == (4, 4)
+    _fresh_store(lab)
+    assert lab.main(*args) == 0
+    here = json.loads(capsys.readouterr().out)
+
+    def effects(result):
+        return sorted((f["option"], f["value"], f["effects"]["syscall.null"]["delta_pct"]) for f in result["flips"])
+    assert effects(remote) == effects(here) and remote["baseline"] == here["baseline"]
+    assert ("CONFIG_FAKE_SLOW", "y", pytest.approx(25.0)) in effects(remote)
+    # The blast radius was read on a worker, from the tree that built the baseline.
+    assert [f["option"] for f in remote["flips"]] == ["CONFIG_FAKE_SLOW", "CONFIG_DEBUG_ATOMIC_SLEEP",
+                                                       "CONFIG_DEBUG_LIST"]
+
+
+def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culprit(lab, capsys, cluster):
+    import json
+
+    from test_fake_lab import BAD
+    local, _ = cluster
+    args = ("bisect", "good=tinyconfig", BAD, "--metric", "syscall.null", "--format", "json")
+    assert lab.main(*args, "--cluster", local.scheduler_address) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert _once_per_record(lab)
+    assert [(c["option"], c["value"]) for c in remote["culprits"]] == [("CONFIG_FAKE_SLOW", "y")]
+    assert remote["confirmation"]["each"]["CONFIG_FAKE_SLOW"]["verdict"] == "different"
+    _fresh_store(lab)
+    assert lab.main(*args) == 0
+    here = json.loads(capsys.readouterr().out)
+
+    def probes(result):
+        return [(p["label"], p["value"]) for p in result["probes"]]
+    assert probes(remote) == probes(here) and remote["culprits"] == here["culprits"]
+    # The kernels the cluster built are in this machine's cache (the workers share it here).
+    assert remote["boots"] == here["boots"] and remote["builds"] > 0 == here["builds"]

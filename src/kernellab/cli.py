@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import gc
@@ -11,7 +12,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +104,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
-    if args.workers or args.cluster:
-        if args.target != "qemu":
-            raise LabError("--workers/--cluster boot QEMU guests on the cluster's machines; --target is one machine")
-        cluster = executor.connect(args.workers, args.cluster)
-        try:
-            report, failures = executor.run_experiment(exp, store, how, cluster, log=_log)
-        finally:
-            cluster.close()
-    else:
-        report, failures = compare.run_experiment(exp, store, how, log=_log)
+    if (args.workers or args.cluster) and args.target != "qemu":
+        raise LabError("--workers/--cluster boot QEMU guests on the cluster's machines; --target is one machine")
+    with _cluster(args) as cluster:
+        report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
+                            else executor.run_experiment(exp, store, how, cluster, log=_log))
     # The floor the report was judged by travels with it: `show` and a later gate reuse it.
     report["noise_floor"] = {"origin": noise.origin,
                              "pct": {m["name"]: noise.of(m["name"]) for m in report["metrics"] if noise.of(m["name"])}}
@@ -342,6 +338,19 @@ def _metrics(text: str) -> list[str]:
     return metrics
 
 
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[executor.Cluster | None]:
+    """The Dask cluster of --workers or --cluster, closed after the command; else None."""
+    if not (args.workers or args.cluster):
+        yield None
+        return
+    cluster = executor.connect(args.workers, args.cluster)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     store = _store(args)
     metrics = _metrics(args.metric)
@@ -357,7 +366,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         good, bad = (_variant(v, args) for v in args.from_diff)
         base = good
         flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
-    result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log)
+    with _cluster(args) as cluster:
+        result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log, cluster=cluster)
     views = {"json": _json, "html": html.sweep_page, "table": attribution.sweep_text}
     _output(views[args.format](result.to_dict()), None)
     return 0
@@ -403,9 +413,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         _log(f"threshold {threshold:.2f}%: " + (f"the noise floor of {metric} ({measured.measured})" if measured
                                                 else "no noise floor measured for GOOD's kernels "
                                                      "(kernellab noise-floor measures it)"))
-    bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold, log=_log,
-                                     max_runs=args.max_runs)
-    result = bisector.run().to_dict()
+    with _cluster(args) as cluster:
+        bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold,
+                                         log=_log, max_runs=args.max_runs, cluster=cluster)
+        result = bisector.run().to_dict()
     text = attribution.bisect_text(result)
     _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
             else text, None)
@@ -497,12 +508,8 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout)
-    cluster = executor.connect(args.workers, args.cluster) if args.workers or args.cluster else None
-    try:
+    with _cluster(args) as cluster:
         result = study.run(how, _store(args), log=_log, cluster=cluster)
-    finally:
-        if cluster is not None:
-            cluster.close()
     _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
@@ -803,6 +810,7 @@ def parser() -> argparse.ArgumentParser:
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
     format_opt(sw, "table", "json", "html")
     variant_opts(sw)
+    cluster_opts(sw)
 
     bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
     bi.add_argument("good")
@@ -817,6 +825,7 @@ def parser() -> argparse.ArgumentParser:
                          f"(default {WALL_MAX_RUNS}); 'not yet known' is then the answer")
     format_opt(bi, "table", "json", "html")
     variant_opts(bi)
+    cluster_opts(bi)
 
     sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)
     sh.add_argument("report")

@@ -34,8 +34,8 @@ from .. import blast, modes, progress
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
-from . import lab
-from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Prober, Verdict, differing, verdict
+from . import cluster_probe, executor, lab
+from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Verdict, differing, verdict
 from .spec import VariantSpec
 
 WALL_MAX_RUNS = 8
@@ -81,7 +81,8 @@ class ProberLike(Protocol):
     boots: int
     probes: list[Probe]
 
-    def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe: ...
+    def probe_all(self, asks: list[tuple[str, dict[str, str]]], runs: int = 1,
+                  done: Callable[[Probe], None] | None = None) -> list[Probe]: ...
 
     def more_runs(self, probe: Probe, *, runs: int) -> None: ...
 
@@ -89,8 +90,9 @@ class ProberLike(Protocol):
 
 
 class Bisector:
-    """The search itself, over a prober (anything with .probe(label, settings, runs),
-    .more_runs(probe, runs=), .builds, .boots, .probes) and the target values."""
+    """The search itself, over a prober (ProberLike) and the target values. Probes that
+    do not depend on each other's results (the endpoints; the confirmation of the culprits)
+    are asked for together, so that a Dask cluster builds and boots them at once."""
 
     def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
                  threshold_pct: float = 2.0, log: Callable[[str], None] = print,
@@ -107,7 +109,8 @@ class Bisector:
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
                      mode: str = modes.DEFAULT, threshold_pct: float = 2.0,
-                     log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS) -> Bisector:
+                     log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS,
+                     cluster: executor.Cluster | None = None) -> Bisector:
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
         if good.boot_words() != bad.boot_words():
@@ -117,15 +120,14 @@ class Bisector:
             raise LabError(f"--threshold must be a positive percentage, got {threshold_pct:g}")
         good_p, bad_p = lab.prepare(good), lab.prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
-        prober = Prober(store, good, good_p.config.text, [metric], mode)
+        prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log)
         return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
 
     def run(self) -> BisectResult:
         start = time.monotonic()
         if not self.target:
             raise LabError("GOOD and BAD resolve to the same config: nothing to bisect")
-        good = self._probe("good", {})
-        bad = self._probe("bad", self.target)
+        good, bad = self._probes([("good", {}), ("bad", self.target)])
         candidates = self._by_radius([o for o in self.target if self._applied(bad, o)])
         missing = sorted(set(self.target) - set(candidates))
         if missing:
@@ -139,17 +141,11 @@ class Bisector:
             self._bar.update(completed=2)
             if self._differs(good, bad):
                 self._explore(candidates, {}, good, bad)
-        # Every probe near BAD first, then every one near GOOD: the wide options change
-        # once between the two groups, not at every culprit.
-        removed = [self._removed_from_bad(c, bad) for c in self.culprits]
         total = bad.value(self.metric) - good.value(self.metric)
         below, interaction, confirmation = total, None, None
         if self.culprits:
-            rest = removed[0] if len(removed) == 1 else self._probe(
-                "without-culprits", self._without({c.option for c in self.culprits}))
+            removed, rest = self._check_culprits(good, bad)
             below = rest.value(self.metric) - good.value(self.metric)
-            for c in self.culprits:
-                self._alone_on_good(c, good)
             alone = [c.alone_on_good for c in self.culprits if c.alone_on_good is not None]
             if len(alone) == len(self.culprits):
                 interaction = total - below - sum(alone)
@@ -221,14 +217,24 @@ class Bisector:
     def _without(self, options: set[str]) -> dict[str, str]:
         return {o: v for o, v in self.target.items() if o not in options}
 
-    def _removed_from_bad(self, culprit: Culprit, bad: Probe) -> Probe:
-        removed = self._probe(f"without:{culprit.option}", self._without({culprit.option}))
-        culprit.removed_from_bad = bad.value(self.metric) - removed.value(self.metric)
-        return removed
+    def _check_culprits(self, good: Probe, bad: Probe) -> tuple[list[Probe], Probe]:
+        """Each culprit removed from BAD, all of them removed together, each alone on GOOD:
+        BAD's neighbours first, then GOOD's, so that the wide options change once between
+        the two groups, not at every culprit. -> (each removed, all removed)"""
+        k = len(self.culprits)
+        asks = [(f"without:{c.option}", self._without({c.option})) for c in self.culprits]
+        if k > 1:
+            asks.append(("without-culprits", self._without({c.option for c in self.culprits})))
+        asks += [(f"alone:{c.option}", {c.option: self.target[c.option]}) for c in self.culprits]
+        probes = self._probes(asks)
+        removed = probes[:k]
+        for c, without, alone in zip(self.culprits, removed, probes[-k:], strict=True):
+            c.removed_from_bad = bad.value(self.metric) - without.value(self.metric)
+            self._alone_on_good(c, good, alone)
+        return removed, probes[k] if k > 1 else removed[0]
 
-    def _alone_on_good(self, culprit: Culprit, good: Probe) -> None:
+    def _alone_on_good(self, culprit: Culprit, good: Probe, alone: Probe) -> None:
         option = culprit.option
-        alone = self._probe(f"alone:{option}", {option: self.target[option]})
         if self._applied(alone, option):
             culprit.alone_on_good = alone.value(self.metric) - good.value(self.metric)
         else:
@@ -238,13 +244,18 @@ class Bisector:
     # -- probes and verdicts ---------------------------------------------------------
 
     def _probe(self, label: str, settings: dict[str, str]) -> Probe:
-        digest = hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]
-        probe = self.prober.probe(f"{label}@{digest}", settings, runs=modes.get(self.mode).probe_runs)
-        self._bar.advance()
-        self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
-                 f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
-                 f"{probe.boots} boot(s))")
-        return probe
+        return self._probes([(label, settings)])[0]
+
+    def _probes(self, asks: list[tuple[str, dict[str, str]]]) -> list[Probe]:
+        def done(probe: Probe) -> None:
+            self._bar.advance()
+            self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
+                     f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
+                     f"{probe.boots} boot(s))")
+
+        labelled = [(f"{label}@{hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]}", settings)
+                    for label, settings in asks]
+        return self.prober.probe_all(labelled, runs=modes.get(self.mode).probe_runs, done=done)
 
     def _applied(self, probe: Probe, option: str) -> bool:
         return probe.config.get(option, "n") == self.target[option]

@@ -19,17 +19,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
+from .. import blast, modes, progress, reaper
 from .. import build as builder
-from .. import modes, progress, reaper
 from ..build import Build
 from ..errors import LabError
 from ..store import Store
-from . import lab
+from . import lab, probe
 from .spec import Experiment, VariantSpec
 
 FLUSH_S = 0.5        # how often a worker sends what its run wrote
@@ -159,21 +159,33 @@ def _reap() -> None:
     reaper.reap(lambda message: None)
 
 
-def _build_task(spec: VariantSpec) -> dict[str, Any]:
+def _here(spec: VariantSpec, base_text: str | None) -> VariantSpec:
+    """A probe's base config is a file in the client's cache: the same text, in this
+    machine's cache."""
+    return spec if base_text is None else replace(spec, base=str(probe.base_file(base_text)))
+
+
+def build_task(spec: VariantSpec, base_text: str | None = None) -> dict[str, Any]:
     from distributed import get_worker
     _reap()
-    p = lab.prepare(spec)
+    p = lab.prepare(_here(spec, base_text))
     assert p.toolchain is not None   # the client sends only variants kernellab builds
     built = builder.build(p.source, p.profile, p.toolchain, p.config, what=spec.name)
     return {"build": built.to_dict(), "worker": get_worker().address}
 
 
-def _run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task: str) -> dict[str, Any]:
+def radius_task(spec: VariantSpec, base_text: str, options: list[str]) -> blast.Radius:
+    """The blast radius read from the build records of this worker's tree."""
+    return probe.radius(_here(spec, base_text), options)
+
+
+def run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task: str,
+             base_text: str | None = None) -> dict[str, Any]:
     from distributed import Queue
     _reap()
     token = uuid.uuid4().hex    # this attempt: a lost worker's task runs again with another
     store = _Forwarding(Queue(queue_name), task, token)
-    p = lab.prepare(spec)
+    p = lab.prepare(_here(spec, base_text))
     forwarded = cast(Store, store)   # what lab writes to a store, sent to the client's
     try:
         built = lab.ensure_built(p, forwarded)
@@ -186,7 +198,7 @@ def _run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task:
 # -- on the client ----------------------------------------------------------------------
 
 @dataclass
-class _Replay:
+class Replay:
     """Applies the workers' writes to the store, one run (token) at a time."""
     store: Store
     ids: dict[str, dict[int, int]] = field(default_factory=dict)      # token -> provisional -> real
@@ -236,7 +248,7 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
     from ..report.model import VariantRecord, build_report
     from .compare import _earlier_runs, _imprecise, _outcome, _target
     client, queue = cluster.client, Queue(cluster.queue_name, client=cluster.client)
-    replay = _Replay(store)
+    replay = Replay(store)
     records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]
     for r in records:
         if r.prepared.toolchain is None or r.prepared.profile.build_only:
@@ -245,12 +257,12 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
     failures: list[str] = []
     built_on: dict[str, str] = {}
     with progress.task(f"{exp.name}: builds on the cluster", len(records), "variants") as bar:
-        futures = {client.submit(_build_task, r.prepared.spec, pure=False, key=f"build-{uuid.uuid4().hex}"): r
+        futures = {client.submit(build_task, r.prepared.spec, pure=False, key=f"build-{uuid.uuid4().hex}"): r
                    for r in records}
         for future in futures:
             r = futures[future]
             result = future.result()
-            r.build = _build_from(result["build"])
+            r.build = build_from(result["build"])
             built_on[r.prepared.spec.name] = result["worker"]
             store.add_build(r.build.key, lab.record_variant(r.prepared, store), result["build"])
             log(f"{r.prepared.spec.name}: {'cached' if r.build.cached else f'built in {r.build.wall_s:.0f} s'} "
@@ -273,8 +285,8 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
             pending = []
             for r in order:   # in turn: each boot alone on the worker
                 pending.append((r, _submit_run(client, r, how, cluster, built_on, pinned)))
-                _await([pending[-1][1]], replay, queue)
-        _await([f for _, f in pending], replay, queue)
+                await_all([pending[-1][1]], replay, queue)
+        await_all([f for _, f in pending], replay, queue)
         for r, future in pending:
             result = future.result()
             replay.drain(queue)
@@ -293,11 +305,11 @@ def _submit_run(client: Any, r: Any, how: Any, cluster: Cluster, built_on: dict[
     # The worker that built the variant has its artifacts: preferred, not required.
     where = pinned or [built_on[r.prepared.spec.name]]
     key = f"run-{uuid.uuid4().hex}"
-    return client.submit(_run_task, r.prepared.spec, how.options, cluster.queue_name, key, pure=False,
+    return client.submit(run_task, r.prepared.spec, how.options, cluster.queue_name, key, pure=False,
                          key=key, workers=where, allow_other_workers=pinned is None)
 
 
-def _await(futures: list[Any], replay: _Replay, queue: Any) -> None:
+def await_all(futures: list[Any], replay: Replay, queue: Any) -> None:
     """Waits for the futures, storing what the workers send meanwhile."""
     while not all(f.done() for f in futures):
         replay.drain(queue)
@@ -305,5 +317,5 @@ def _await(futures: list[Any], replay: _Replay, queue: Any) -> None:
     replay.drain(queue)
 
 
-def _build_from(record: dict[str, Any]) -> Build:
+def build_from(record: dict[str, Any]) -> Build:
     return Build(**{**record, "artifacts": Path(record["artifacts"]), "image": Path(record["image"])})

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .. import arches, blast, modes, paths
 from ..build import FIGURE_METRICS, Build, build_tree
@@ -52,10 +54,7 @@ class Prober:
         unknown = [m for m in self.metrics if describe(m, "").group == "other"]
         if unknown:
             raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
-        digest = hashlib.sha256(self.base_text.encode()).hexdigest()[:16]
-        self.base_path = paths.cache_dir("attribution") / f"base-{digest}.config"
-        if not self.base_path.exists():
-            self.base_path.write_text(self.base_text)
+        self.base_path = base_file(self.base_text)
         agent = list(dict.fromkeys(agent_selector(m) for m in self.metrics if describe(m, "").source == "agent"))
         self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
         # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
@@ -70,43 +69,63 @@ class Prober:
         return replace(self.base, name=f"probe:{label}", base=str(self.base_path), fragments=[], options=options)
 
     def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe:
-        prepared = lab.prepare(self._spec(label, settings))
-        build = lab.ensure_built(prepared, self.store, log=None)
+        return self.probe_all([(label, settings)], runs)[0]
+
+    def probe_all(self, asks: list[tuple[str, dict[str, str]]], runs: int = 1,
+                  done: Callable[[Probe], None] | None = None) -> list[Probe]:
+        """Each (label, settings) built and booted `runs` times, in the order given: probes
+        build one after another in the shared build tree, so the order is what they cost.
+        `done` hears of each probe as it is complete."""
+        out = []
+        for label, settings in asks:
+            prepared = lab.prepare(self._spec(label, settings))
+            probe = self._new(label, settings, prepared, self._build(prepared))
+            if self.needs_boot:
+                self._complete([(probe, prepared)], runs)
+            out.append(probe)
+            if done is not None:
+                done(probe)
+        return out
+
+    def _new(self, label: str, settings: dict[str, str], prepared: lab.Prepared, build: Build) -> Probe:
         self.builds += not build.cached
-        result = Probe(label, dict(settings), prepared.config.values, prepared.config.dropped, build,
-                       {m: [] for m in self.metrics})
-        self._add_build_metrics(result)
-        if self.needs_boot:
-            self.more_runs(result, prepared, runs)
-        self.probes.append(result)
-        return result
+        probe = Probe(label, dict(settings), prepared.config.values, prepared.config.dropped, build,
+                      {m: [] for m in self.metrics})
+        self._add_build_metrics(probe)
+        self.probes.append(probe)
+        return probe
+
+    def _build(self, prepared: lab.Prepared) -> Build:
+        return lab.ensure_built(prepared, self.store, log=None)
+
+    def _boot(self, due: list[tuple[Probe, lab.Prepared, Path]]) -> Iterator[lab.RunOutcome]:
+        """One boot per entry, in turn; a probe's failed boot stops the ones after it."""
+        for probe, prepared, initrd in due:
+            yield lab.run(prepared, probe.build, self.store, self.options, initrd)
 
     def radius(self, options: list[str]) -> blast.Radius:
-        """The blast radius of each option, from the builds the shared tree holds."""
-        prepared = lab.prepare(self._spec("radius", {}))
-        assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
-        return blast.measure(build_tree(prepared.source, prepared.profile, prepared.toolchain),
-                             prepared.source.tree, prepared.profile.kernel_arch, options)
+        return radius(self._spec("radius", {}), options)
 
-    def more_runs(self, probe: Probe, prepared: lab.Prepared | None = None, runs: int = 1) -> None:
+    def more_runs(self, probe: Probe, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
-        prepared = prepared or lab.prepare(self._spec(probe.label, probe.requested))
-        initrd = lab.initramfs_for(prepared)
-        have = len(next(iter(probe.runs.values()))) if self.metrics else 0
-        reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
-        while have < runs:
-            if have < len(reusable):
-                run_id = reusable[have]
-            else:
-                outcome = lab.run(prepared, probe.build, self.store, self.options, initrd)
-                self.boots += 1
-                probe.boots += 1
-                if outcome.status != "ok":
-                    raise LabError(f"probe {probe.label} run {outcome.run_id} {outcome.status}: "
-                                   f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
-                run_id = outcome.run_id
-            self._add_run(probe, run_id)
-            have += 1
+        self._complete([(probe, lab.prepare(self._spec(probe.label, probe.requested)))], runs)
+
+    def _complete(self, probes: list[tuple[Probe, lab.Prepared]], runs: int) -> None:
+        """Each probe up to `runs` runs: equal runs from the store first, then boots."""
+        due = []
+        for probe, prepared in probes:
+            initrd = lab.initramfs_for(prepared)
+            reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
+            for run_id in reusable[len(probe.run_ids):runs]:
+                self._add_run(probe, run_id)
+            due += [(probe, prepared, initrd)] * (runs - len(probe.run_ids))
+        for (probe, _, _), outcome in zip(due, self._boot(due), strict=False):
+            self.boots += 1
+            probe.boots += 1
+            if outcome.status != "ok":
+                raise LabError(f"probe {probe.label} run {outcome.run_id} {outcome.status}: "
+                               f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
+            self._add_run(probe, outcome.run_id)
 
     def _add_build_metrics(self, probe: Probe) -> None:
         figures = probe.build.figures()
@@ -126,6 +145,23 @@ class Prober:
                 raise LabError(f"probe {probe.label}: run {run_id} measured no {m} "
                                f"(not available in this kernel? see `kernellab log {run_id}`)")
             probe.runs[m].append(statistics.median(by_metric[m]))
+
+
+def base_file(text: str) -> Path:
+    """The config every probe starts from, as a file in this machine's cache (a probe's
+    variant names its base by path)."""
+    path = paths.cache_dir("attribution") / f"base-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
+    if not path.exists():
+        path.write_text(text)
+    return path
+
+
+def radius(spec: VariantSpec, options: list[str]) -> blast.Radius:
+    """The blast radius of each option, from the builds this machine's shared tree holds."""
+    prepared = lab.prepare(spec)
+    assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
+    return blast.measure(build_tree(prepared.source, prepared.profile, prepared.toolchain),
+                         prepared.source.tree, prepared.profile.kernel_arch, options)
 
 
 def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:

@@ -322,7 +322,7 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
         for s, a in p.sweeps():
             label = s.label(a, alone)
             try:
-                sweeps[label] = _sweep(p, s, a, store, log)
+                sweeps[label] = _sweep(p, s, a, store, log, cluster)
             except LabError as exc:   # the study's tables stand without it
                 log(f"study {p.study.name}: the sweep on {label} failed: {exc}")
                 failures.append(f"{label} sweep: {exc}")
@@ -332,14 +332,15 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
     return StudyResult(p, results, sweeps, failures, time.monotonic() - start, built)
 
 
-def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None]) -> dict[str, Any]:
+def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None],
+           cluster: executor.Cluster | None) -> dict[str, Any]:
     exp = _with_config_bases(p.experiment(arch), log)
     by_name = {v.name: v for v in exp.variants}
     good, bad = by_name[s.good], by_name[s.bad]
     flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     log(f"study {p.study.name}: sweep on {arch}, {len(flips)} options in which {s.bad} differs from {s.good}")
     mode = p.mode or exp.mode or modes.DEFAULT
-    return sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log).to_dict()
+    return sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

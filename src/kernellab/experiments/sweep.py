@@ -22,8 +22,8 @@ from ..knowledge import flaws_by_option
 from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
-from . import lab
-from .probe import Probe, Prober, differing
+from . import cluster_probe, executor, lab
+from .probe import Probe, differing
 from .spec import VariantSpec
 
 
@@ -77,7 +77,8 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
           mode: str = modes.DEFAULT, runs: int | None = None,
-          log: Callable[[str], None] = print) -> SweepResult:
+          log: Callable[[str], None] = print, cluster: executor.Cluster | None = None) -> SweepResult:
+    """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once."""
     start = time.monotonic()
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
@@ -85,19 +86,21 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if prepared.toolchain is None:
         raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
                        "(running+... builds the running kernel's config)")
-    prober = Prober(store, base, prepared.config.text, metrics, mode)
+    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log)
     runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)
     costs = prober.radius(list(flips)).recompiles
     order = sorted(flips, key=lambda o: (costs.get(o, 0), o))
+    asks = {f"flip:{o}={flips[o]}": o for o in order}
     results = []
     mitigates = flaws_by_option()
     with progress.task("sweep", len(order), "options flipped") as bar:
-        for option in order:
+        def flipped(probe: Probe) -> None:
+            option = asks[probe.label]
             flip = Flip(option, flips[option], costs.get(option, 0))
-            log(f"flip {option}={flips[option]} (about {flip.rebuild_objects} objects to rebuild)")
-            probe = prober.probe(f"flip:{option}={flips[option]}", {option: flips[option]}, runs)
             _describe_flip(flip, prepared.config.values, probe)
+            log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s:.0f} s" if flip.built else "cached")
+                + f" ({flip.rebuild_objects} objects to rebuild), {probe.boots} boot(s)")
             flip.flaws = list(mitigates.get(option, ()))
             flip.not_affected = vulnerabilities.inactive(
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws)
@@ -107,6 +110,8 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                 flip.effects[m] = c.to_dict()
             results.append(flip)
             bar.advance()
+
+        prober.probe_all([(label, {option: flips[option]}) for label, option in asks.items()], runs, done=flipped)
     return SweepResult(mode, metrics, {m: baseline.value(m) for m in metrics}, results,
                        prober.builds, prober.boots, time.monotonic() - start)
 
