@@ -65,3 +65,9 @@ def test_the_shipped_neutral_list_has_enough_options():
     names = [o.name for o in floor.neutral_options()]
     assert len(names) >= floor.MIN_FLIPS and len(set(names)) == len(names)
     assert all(n.startswith("CONFIG_") for n in names)
+
+
+def test_with_no_floor_an_unchanged_metric_is_not_called_within_one():
+    from kernellab.report import within_floor
+    assert within_floor(0.0, 0.0) is None and within_floor(0.0, None) is None
+    assert within_floor(-0.5, 1.0) == "within floor (-0.5%, floor 1.0%)"

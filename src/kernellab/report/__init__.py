@@ -40,8 +40,8 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
 
 def within_floor(delta_pct: float, floor_pct: float | None) -> str | None:
     """An exact change that code which never runs also causes is not an effect: said so,
-    or None when the change is larger than the floor (or no floor is known)."""
-    if floor_pct is None or abs(delta_pct) > floor_pct:
+    or None when the change is larger than the floor (or no floor is known: 0 or None)."""
+    if not floor_pct or abs(delta_pct) > floor_pct:
         return None
     return f"within floor ({delta_pct:+.1f}%, floor {floor_pct:.1f}%)"
 
