@@ -323,6 +323,22 @@ def test_a_sweep_marks_a_mitigation_the_cpu_never_needed(lab, capsys, monkeypatc
     [listed] = [line for line in lines if line.strip().startswith("CONFIG_DEBUG_LIST=y") and "%" in line]
     assert slow.endswith("inactive on the emulated CPU") and "inactive" not in listed
     assert sum("not affected by meltdown" in line for line in lines) == 1
+    # Booted with pti=on, the kernel isolates page tables on a CPU it still calls not
+    # affected by Meltdown (guest/flaws.toml): the measured change is the mitigation's cost.
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y+boot:pti=on", "--toggle", "FAKE_SLOW",
+                    "--metric", "syscall.null") == 0
+    out = capsys.readouterr().out
+    [slow] = [line for line in out.splitlines() if line.strip().startswith("CONFIG_FAKE_SLOW=y") and "%" in line]
+    assert "inactive" not in out and "+25.0%" in slow
+
+
+def test_only_the_boot_words_of_flaws_toml_count_as_forcing_a_mitigation():
+    from kernellab.guest import vulnerabilities
+    cpu = [{"meltdown": "Not_affected", "spectre_v2": "Vulnerable"}]
+    assert vulnerabilities.inactive(cpu, ["meltdown"]) == ["meltdown"]
+    assert vulnerabilities.inactive(cpu, ["meltdown"], ["pti=on"]) == []
+    assert vulnerabilities.inactive(cpu, ["meltdown"], ["pti=auto", "nopti"]) == ["meltdown"]
+    assert vulnerabilities.forced(["indirect_target_selection=force", "quiet"]) == {"indirect_target_selection"}
 
 
 # -- the real agent ----------------------------------------------------------------------

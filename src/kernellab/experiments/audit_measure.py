@@ -137,7 +137,8 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         rules.append({"rule": f.rule.id, "option": f.option, "value": f.target, "group": g.name,
                       "metric": f.rule.metric, "group_effect": g.effects[f.rule.metric], "all_effect": None,
                       "flaws": list(f.rule.flaws),
-                      "not_affected": vulnerabilities.inactive(g.flaws, list(f.rule.flaws))})
+                      "not_affected": vulnerabilities.inactive(g.flaws, list(f.rule.flaws),
+                                                               [*base.boot_words(), _param(f)])})
     for f in measurable:
         own, every = by_name[f.rule.category], by_name[ALL]
         if f.option in own.dropped or f.option in every.dropped:
@@ -150,7 +151,8 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
                       "metric": f.rule.metric, "group_effect": own.effects[f.rule.metric],
                       "all_effect": every.effects[f.rule.metric],
                       "flaws": list(f.rule.flaws),
-                      "not_affected": vulnerabilities.inactive(own.flaws + every.flaws, list(f.rule.flaws))})
+                      "not_affected": vulnerabilities.inactive(own.flaws + every.flaws, list(f.rule.flaws),
+                                                               base.boot_words())})
     return MeasuredAudit(mode, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
                          groups + boot_groups,
                          rules, unmeasured, _floor_origin(measured_floor, mode), prober.builds, prober.boots,

@@ -103,7 +103,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                 + f" ({flip.rebuild_objects} objects to rebuild), {probe.boots} boot(s)")
             flip.flaws = list(mitigates.get(option, ()))
             flip.not_affected = vulnerabilities.inactive(
-                [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws)
+                [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
             for m in metrics:
                 c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
                                     deterministic=modes.get(mode).deterministic)

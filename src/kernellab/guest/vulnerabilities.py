@@ -10,6 +10,13 @@ A measured 0% for such an option means "inactive on this CPU", never "free".
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+from .. import datafile
 
 PREFIX = "vulnerability."
 LOG_KIND = "vulnerabilities"   # the store's logs.kind: a JSON object NAME -> state
@@ -32,13 +39,38 @@ def from_log(text: str | None) -> dict[str, str]:
     return json.loads(text) if text else {}
 
 
-def inactive(states: list[dict[str, str]], flaws: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class Forcing:
+    forced_by: list[str]     # boot words, any of which switches the mitigation on
+    sysfs: Literal["still not affected", "reported"]
+    source: str
+
+
+@dataclass(frozen=True)
+class _File:
+    flaw: dict[str, Forcing]
+
+
+@cache
+def forcings() -> dict[str, Forcing]:
+    path = resources.files(__package__) / "flaws.toml"
+    return datafile.load(_File, datafile.read_toml(path, "guest/flaws.toml"), "guest/flaws.toml").flaw
+
+
+def forced(boot_words: Sequence[str]) -> set[str]:
+    """The flaws whose mitigation these boot words switch on whatever the CPU."""
+    words = set(boot_words)
+    return {name for name, f in forcings().items() if words & set(f.forced_by)}
+
+
+def inactive(states: list[dict[str, str]], flaws: list[str], boot_words: Sequence[str] = ()) -> list[str]:
     """The flaws (of those a rule's mitigation is for) that every run reported as not
-    affected: where the mitigation never ran. Empty when a run did not report a flaw
-    (an older kernel, another arch): then nothing is claimed."""
+    affected and no boot word forced: where the mitigation never ran. Empty when a run
+    did not report a flaw (an older kernel, another arch): then nothing is claimed."""
     if not states or not flaws:
         return []
-    return [f for f in flaws if all(f in s and not_affected(s[f]) for s in states)]
+    on = forced(boot_words)
+    return [f for f in flaws if f not in on and all(f in s and not_affected(s[f]) for s in states)]
 
 
 def summary(states: dict[str, str]) -> str:
