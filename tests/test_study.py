@@ -457,6 +457,26 @@ metrics = ["syscall.null"]
     assert off["CONFIG_FAKE_SLOW"]["effects"]["syscall.null"]["delta_pct"] == pytest.approx(-20.0)
     assert lab.main("show", str(lab.tmp / "study.json")) == 0
     assert "sweep on x86_64, off from slow: one option at a time" in capsys.readouterr().out
+    # The same, as the results file the rule files cite: from the store, nothing measured again.
+    path = lab.tmp / "costs.json"
+    assert lab.main("study", "run", str(study_file(lab, text=both)), "--format", "results", "-o", str(path)) == 0
+    assert "built" not in capsys.readouterr().err
+    results = json.loads(path.read_text())
+    assert (results["format"], results["format_version"], results["emulated"]) == ("kernellab-option-costs", 1, True)
+    on, off = results["sweeps"]
+    assert (on["label"], on["mode"], on["runs"]) == ("x86_64, on from fast", "icount", 1)
+    assert on["flipped_on"].startswith(f"{lab.tree} (") and "x86_64, base tinyconfig" in on["flipped_on"]
+    rows = {r["option"]: r for r in off["options"]}
+    assert rows["CONFIG_FAKE_SLOW"]["value"] == "n"
+    assert rows["CONFIG_FAKE_SLOW"]["delta_pct"] == {"syscall.null": pytest.approx(-20.0)}
+    assert results["date"] and results["kernellab"]
+
+
+def test_a_results_file_needs_a_sweep_and_says_so_before_measuring(lab, capsys):
+    path = study_file(lab, text=SWEPT)
+    assert lab.main("study", "run", str(path), "--quick", "--format", "results") == 2
+    err = capsys.readouterr().err
+    assert "the quick form never sweeps" in err and "built" not in err
 
 
 def _build_report(hits_b, source_b):

@@ -508,6 +508,10 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout)
+    if args.format == "results" and not how.sweeps():
+        raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
+                       "(the quick form never sweeps; an --arch a sweep does not run on has none): "
+                       "run its full form, or use --format json")
     with _cluster(args) as cluster:
         result = study.run(how, _store(args), log=_log, cluster=cluster)
     _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)

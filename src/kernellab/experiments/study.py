@@ -340,7 +340,8 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
     flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     log(f"study {p.study.name}: sweep on {arch}, {len(flips)} options in which {s.bad} differs from {s.good}")
     mode = p.mode or exp.mode or modes.DEFAULT
-    return sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
+    result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
+    return {**result, "arch": arch, "good": s.good, "bad": s.bad}
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

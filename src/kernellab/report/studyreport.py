@@ -18,7 +18,7 @@ from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice, targets
 
 STUDY_FORMAT = "kernellab-study"
 STUDY_FORMAT_VERSION = 1
-FORMATS = ("table", "markdown", "json", "html")
+FORMATS = ("table", "markdown", "json", "html", "results")
 
 
 # Every key build() writes: what render() may rely on.
@@ -84,6 +84,9 @@ def render(study: dict[str, Any], fmt: str) -> str:
         return json.dumps(study, indent=2) + "\n"
     if fmt == "markdown":
         return _markdown(study)
+    if fmt == "results":   # the sweeps' option costs, to commit and cite (report/results.py)
+        from . import results
+        return results.render(study)
     if fmt == "html":
         from . import html  # the charting libraries load only for an HTML report
         return html.study_page(study, _markdown(study))
