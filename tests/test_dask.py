@@ -164,3 +164,29 @@ def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culpri
     assert probes(remote) == probes(here) and remote["culprits"] == here["culprits"]
     # The kernels the cluster built are in this machine's cache (the workers share it here).
     assert remote["boots"] == here["boots"] and remote["builds"] > 0 == here["builds"]
+
+
+def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab, cluster, tmp_path):
+    """Wall-mode boots all run on one worker, to compare fairly: when it dies they cannot
+    go on elsewhere, so the command stops, its runs marked lost, what finished kept."""
+    local, client = cluster
+    kl = Kernellab(lab)
+    client.run(os.environ.__setitem__, "FAKE_QEMU_HANG_AFTER", f"5:{tmp_path / 'hung-once'}")
+    started = kl.start("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--mode", "wall",
+                       "--runs", "2", "--cluster", local.scheduler_address)
+    wait_for(lambda: (tmp_path / "hung-once").exists() and
+             len(query(lab.store, "SELECT 1 FROM samples WHERE seq IS NOT NULL")) >= 5, "the hung guest's samples")
+    [qemu] = wait_for(lambda: [c for c in children(lab) if "boot" in c["what"]], "the hung QEMU")
+    os.kill(qemu["owner"], signal.SIGKILL)
+    try:
+        out, err = started.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(qemu["pgid"], signal.SIGKILL)
+    assert started.returncode == 1, err
+    [line] = [x for x in err.splitlines() if x.startswith("kernellab: error:")]
+    assert "which boots every wall-mode run of this experiment" in line and "1 run(s) marked lost" in line
+    assert "Traceback" not in err
+    runs = query(lab.store, "SELECT status, reason FROM runs ORDER BY id")
+    assert runs[-1][0] == "lost" and "sample(s) that arrived are kept" in runs[-1][1]
+    assert all(status in ("ok", "lost") for status, _ in runs)

@@ -946,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except LabError as exc:
         print(f"kernellab: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.exit_status
     except KeyboardInterrupt as exc:
         why = exc.args[0] if exc.args else "Ctrl-C"
         print(f"kernellab: interrupted ({why}); every sample measured so far is in the store", file=sys.stderr)

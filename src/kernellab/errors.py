@@ -13,5 +13,13 @@ class LabError(Exception):
     Anything else escaping to the CLI is a bug in kernellab.
     """
 
+    exit_status = 2   # usage or input: see cli.EXIT_CODES
+
     def __init__(self, message: str = "", *rest: object) -> None:
         super().__init__(_CONTROL.sub(lambda m: repr(m.group())[1:-1], str(message)), *rest)
+
+
+class RunLost(LabError):
+    """Runs could not go on (their machine was lost); those measured are in the store."""
+
+    exit_status = 1   # a run failed

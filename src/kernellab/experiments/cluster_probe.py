@@ -77,8 +77,8 @@ class ClusterProber(Prober):
                 allow_other_workers=self.pinned is None)
             pending.append(future)
             if self.pinned is not None:   # in turn: each boot alone on its worker
-                executor.await_all([future], self.replay, self.queue)
-        executor.await_all(pending, self.replay, self.queue)
+                executor.await_all([future], self.replay, self.queue, self.pinned)
+        executor.await_all(pending, self.replay, self.queue, self.pinned)
         for (probe, _, _), future in zip(due, pending, strict=True):
             result = future.result()
             self.replay.drain(self.queue)

@@ -27,13 +27,14 @@ from urllib.parse import urlparse
 from .. import blast, modes, progress, reaper
 from .. import build as builder
 from ..build import Build
-from ..errors import LabError
+from ..errors import LabError, RunLost
 from ..store import Store
 from . import lab, probe
 from .spec import Experiment, VariantSpec
 
 FLUSH_S = 0.5        # how often a worker sends what its run wrote
 POLL_S = 0.2
+WORKER_CHECK_S = 2.0   # how often a wall-mode wait asks whether its worker is still there
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -226,6 +227,17 @@ class Replay:
             self.attempts.setdefault(task, set()).add(token)
             self.apply(token, pickle.loads(calls))
 
+    def abandon(self, reason: str) -> list[int]:
+        """Every run started and not finished, marked lost (`reason` may say {kept})."""
+        out = []
+        for token, run_id in sorted(self.runs.items()):
+            if token not in self.finished:
+                kept = len(self.store.run_samples(run_id))
+                self.store.finish_run(run_id, "lost", reason.format(kept=kept))
+                self.finished.add(token)
+                out.append(run_id)
+        return out
+
     def lost(self, task: str, winner: str) -> list[int]:
         """Runs of the task's attempts that never finished (their worker was lost): marked."""
         out = []
@@ -285,8 +297,8 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
             pending = []
             for r in order:   # in turn: each boot alone on the worker
                 pending.append((r, _submit_run(client, r, how, cluster, built_on, pinned)))
-                await_all([pending[-1][1]], replay, queue)
-        await_all([f for _, f in pending], replay, queue)
+                await_all([pending[-1][1]], replay, queue, pinned)
+        await_all([f for _, f in pending], replay, queue, pinned)
         for r, future in pending:
             result = future.result()
             replay.drain(queue)
@@ -309,10 +321,25 @@ def _submit_run(client: Any, r: Any, how: Any, cluster: Cluster, built_on: dict[
                          key=key, workers=where, allow_other_workers=pinned is None)
 
 
-def await_all(futures: list[Any], replay: Replay, queue: Any) -> None:
-    """Waits for the futures, storing what the workers send meanwhile."""
+def await_all(futures: list[Any], replay: Replay, queue: Any, pinned: list[str] | None = None) -> None:
+    """Waits for the futures, storing what the workers send meanwhile. Wall-mode runs are
+    pinned to one worker: if it is lost they cannot go on elsewhere and stay comparable,
+    so its runs are marked lost and the command stops (what finished is in the store)."""
+    checked = time.monotonic()
     while not all(f.done() for f in futures):
         replay.drain(queue)
+        if pinned and time.monotonic() - checked > WORKER_CHECK_S:
+            checked = time.monotonic()
+            client = futures[0].client
+            if pinned[0] not in client.scheduler_info()["workers"]:
+                for f in futures:
+                    f.cancel()
+                replay.drain(queue)
+                lost = replay.abandon(f"its Dask worker {pinned[0]} was lost mid-run; the "
+                                      "{kept} sample(s) that arrived are kept")
+                raise RunLost(f"the Dask worker {pinned[0]}, which boots every wall-mode run of this experiment so "
+                              f"that they compare fairly, was lost: {len(lost)} run(s) marked lost, every finished "
+                              "run is in the store; run the command again to go on with another worker")
         time.sleep(POLL_S)
     replay.drain(queue)
 
