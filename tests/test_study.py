@@ -369,8 +369,14 @@ def test_a_saved_study_report_is_shown_again(lab, capsys):
     assert lab.main("show", str(saved), "--format", "markdown") == 0
     text = capsys.readouterr().out
     assert text.startswith("### Study fakestudy") and "#### Summary" in text and report["summary"][0] in text
+    assert lab.main("show", str(saved), "--format", "results") == 2
+    assert "this report has no sweep" in capsys.readouterr().err
     assert lab.main("show", str(saved), "--format", "csv") == 2
-    assert "a study report renders as table, markdown, json, html, not csv" in capsys.readouterr().err
+    assert "a study report renders as table, markdown, json, html, results, not csv" in capsys.readouterr().err
+    report_json = lab.tmp / "compare.json"
+    assert lab.main("compare", "a=tinyconfig", "--format", "json", "-o", str(report_json)) == 0
+    assert lab.main("show", str(report_json), "--format", "results") == 2
+    assert "is a compare report; --format results writes a study's option costs" in capsys.readouterr().err
     saved.write_text(json.dumps({k: v for k, v in report.items() if k != "wall_s"}))
     assert lab.main("show", str(saved)) == 2
     assert "is not a complete study report (no 'wall_s')" in capsys.readouterr().err

@@ -438,6 +438,9 @@ def cmd_show(args: argparse.Namespace) -> int:
                 args.output)
         return 0
     report = check_readable(report, args.report)
+    if args.format == "results":
+        raise LabError(f"{args.report} is a compare report; --format results writes a study's option costs "
+                       "(kernellab show STUDY.json --format results)")
     recorded = report.get("noise_floor")
     noise = (conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor
              else conclusion.NoiseFloor(recorded["pct"], recorded["origin"]) if recorded else conclusion.NoiseFloor())
@@ -833,7 +836,7 @@ def parser() -> argparse.ArgumentParser:
 
     sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)
     sh.add_argument("report")
-    format_opt(sh, *REPORT_FORMATS)
+    format_opt(sh, *REPORT_FORMATS, "results")
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
     gate_opts(sh)

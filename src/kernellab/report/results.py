@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from .. import __version__
+from ..errors import LabError
 
 RESULTS_FORMAT = "kernellab-option-costs"
 RESULTS_FORMAT_VERSION = 1
@@ -38,6 +39,9 @@ def from_study(study: dict[str, Any], today: datetime.date | None = None) -> dic
 
 
 def render(study: dict[str, Any]) -> str:
+    if not study["sweeps"]:
+        raise LabError(f"study {study['study']}: this report has no sweep (the quick form never sweeps), so no "
+                       "option costs to write: run the study's full form")
     return json.dumps(from_study(study), indent=1) + "\n"
 
 
