@@ -16,7 +16,9 @@ Schema of one rule (see any shipped file for examples)::
     metric = "syscall.null"         # a name from metrics/metrics.toml, or ""
     expected_change = "..."
     [[rule.evidence]]
-    source = "..."                  # seed:<file>, a URL, kconfig:<path>, kernellab:<study>
+    source = "..."                  # seed:<file>, a URL, kconfig:<path>, kernellab:results/<file>
+                                    # (a results file committed in results/, from
+                                    # `kernellab study run NAME --format results`)
     figure = "..."                  # the figure as published
     verified = true                 # false needs a note saying why
     note = "..."

@@ -29,8 +29,8 @@ def from_study(study: dict[str, Any], today: datetime.date | None = None) -> dic
         sweeps.append({
             "label": label, "arch": sweep.get("arch", label), "mode": sweep["mode"],
             "flipped_on": _kernel(good) if good else sweep.get("good", ""),
-            "runs": _runs(good), "builds": sweep["builds"], "boots": sweep["boots"],
-            "baseline": sweep["baseline"], "options": [_row(f, sweep["metrics"]) for f in sweep["flips"]],
+            "runs": _runs(good), "baseline": sweep["baseline"],
+            "options": [_row(f, sweep["metrics"]) for f in sweep["flips"]],
         })
     return {"format": RESULTS_FORMAT, "format_version": RESULTS_FORMAT_VERSION,
             "study": study["study"], "title": study["title"],
