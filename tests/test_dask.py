@@ -190,3 +190,21 @@ def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab,
     runs = query(lab.store, "SELECT status, reason FROM runs ORDER BY id")
     assert runs[-1][0] == "lost" and "sample(s) that arrived are kept" in runs[-1][1]
     assert all(status in ("ok", "lost") for status, _ in runs)
+
+
+def test_files_a_variant_names_travel_to_workers_that_cannot_see_them(lab, cluster, tmp_path, monkeypatch):
+    """A base config and a fragment given as paths on the client's machine: the workers run
+    elsewhere (here: another directory, so the relative paths name nothing there) and get
+    their text."""
+    local, client = cluster
+    here, elsewhere = tmp_path / "client", tmp_path / "worker"
+    here.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    Path("base.config").write_text("# a user's own config\n# CONFIG_DEBUG_KERNEL is not set\n")
+    Path("slow.config").write_text("CONFIG_FAKE_SLOW=y\n")
+    client.run(os.chdir, str(elsewhere))
+    assert lab.main("compare", "a=tinyconfig", "b=base.config+slow.config", "--cluster", local.scheduler_address) == 0
+    assert values(lab, "b") and values(lab, "b") != values(lab, "a")
+    local = dict(query(lab.store, "SELECT name, config_hash FROM variants"))
+    assert lab.main("compare", "b=base.config+slow.config") == 0   # the same kernel, measured here
+    assert dict(query(lab.store, "SELECT name, config_hash FROM variants")) == local

@@ -47,7 +47,7 @@ class ClusterProber(Prober):
     def probe_all(self, asks: list[tuple[str, dict[str, str]]], runs: int = 1,
                   done: Callable[[Probe], None] | None = None) -> list[Probe]:
         prepared = [lab.prepare(self._spec(label, settings)) for label, settings in asks]
-        futures = [self.client.submit(executor.build_task, p.spec, self.base_text, pure=False,
+        futures = [self.client.submit(executor.build_task, p.spec, executor.shipped(p.spec), pure=False,
                                       key=f"build-{uuid.uuid4().hex}") for p in prepared]
         probes = []
         for (label, settings), p, future in zip(asks, prepared, futures, strict=True):
@@ -72,7 +72,8 @@ class ClusterProber(Prober):
             key = f"run-{uuid.uuid4().hex}"
             assert self.cluster is not None
             future = self.client.submit(
-                executor.run_task, prepared.spec, self.options, self.cluster.queue_name, key, self.base_text,
+                executor.run_task, prepared.spec, self.options, self.cluster.queue_name, key,
+                executor.shipped(prepared.spec),
                 pure=False, key=key, workers=self.pinned or ([built_on] if built_on else None),
                 allow_other_workers=self.pinned is None)
             pending.append(future)
@@ -90,7 +91,8 @@ class ClusterProber(Prober):
     def radius(self, options: list[str]) -> blast.Radius:
         """Read where the last probe was built: that worker's tree holds its build records."""
         worker = self.built_on.get(self.probes[-1].build.key) if self.probes else None
-        future = self.client.submit(executor.radius_task, self._spec("radius", {}), self.base_text, options,
+        spec = self._spec("radius", {})
+        future = self.client.submit(executor.radius_task, spec, executor.shipped(spec), options,
                                     pure=False, workers=[worker] if worker else None)
         radius: blast.Radius = future.result()
         return radius

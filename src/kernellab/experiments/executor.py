@@ -160,33 +160,46 @@ def _reap() -> None:
     reaper.reap(lambda message: None)
 
 
-def _here(spec: VariantSpec, base_text: str | None) -> VariantSpec:
-    """A probe's base config is a file in the client's cache: the same text, in this
-    machine's cache."""
-    return spec if base_text is None else replace(spec, base=str(probe.base_file(base_text)))
+def shipped(spec: VariantSpec) -> dict[str, str]:
+    """The files a variant names (a base config, fragments) as their text: a worker on
+    another machine has none of the client's files. A probe's base is such a file too."""
+    return {name: Path(name).expanduser().read_text(errors="replace")
+            for name in [spec.base, *spec.fragments] if Path(name).expanduser().is_file()}
 
 
-def build_task(spec: VariantSpec, base_text: str | None = None) -> dict[str, Any]:
+def _here(spec: VariantSpec, files: dict[str, str]) -> VariantSpec:
+    """The variant with each file it names replaced by the same text in this machine's
+    cache (content-addressed, so every task on the worker shares one copy)."""
+    if not files:
+        return spec
+
+    def local(name: str) -> str:
+        return str(probe.base_file(files[name])) if name in files else name
+
+    return replace(spec, base=local(spec.base), fragments=[local(f) for f in spec.fragments])
+
+
+def build_task(spec: VariantSpec, files: dict[str, str]) -> dict[str, Any]:
     from distributed import get_worker
     _reap()
-    p = lab.prepare(_here(spec, base_text))
+    p = lab.prepare(_here(spec, files))
     assert p.toolchain is not None   # the client sends only variants kernellab builds
     built = builder.build(p.source, p.profile, p.toolchain, p.config, what=spec.name)
     return {"build": built.to_dict(), "worker": get_worker().address}
 
 
-def radius_task(spec: VariantSpec, base_text: str, options: list[str]) -> blast.Radius:
+def radius_task(spec: VariantSpec, files: dict[str, str], options: list[str]) -> blast.Radius:
     """The blast radius read from the build records of this worker's tree."""
-    return probe.radius(_here(spec, base_text), options)
+    return probe.radius(_here(spec, files), options)
 
 
 def run_task(spec: VariantSpec, options: lab.RunOptions, queue_name: str, task: str,
-             base_text: str | None = None) -> dict[str, Any]:
+             files: dict[str, str]) -> dict[str, Any]:
     from distributed import Queue
     _reap()
     token = uuid.uuid4().hex    # this attempt: a lost worker's task runs again with another
     store = _Forwarding(Queue(queue_name), task, token)
-    p = lab.prepare(_here(spec, base_text))
+    p = lab.prepare(_here(spec, files))
     forwarded = cast(Store, store)   # what lab writes to a store, sent to the client's
     try:
         built = lab.ensure_built(p, forwarded)
@@ -269,8 +282,8 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
     failures: list[str] = []
     built_on: dict[str, str] = {}
     with progress.task(f"{exp.name}: builds on the cluster", len(records), "variants") as bar:
-        futures = {client.submit(build_task, r.prepared.spec, pure=False, key=f"build-{uuid.uuid4().hex}"): r
-                   for r in records}
+        futures = {client.submit(build_task, r.prepared.spec, shipped(r.prepared.spec), pure=False,
+                                 key=f"build-{uuid.uuid4().hex}"): r for r in records}
         for future in futures:
             r = futures[future]
             result = future.result()
@@ -317,7 +330,8 @@ def _submit_run(client: Any, r: Any, how: Any, cluster: Cluster, built_on: dict[
     # The worker that built the variant has its artifacts: preferred, not required.
     where = pinned or [built_on[r.prepared.spec.name]]
     key = f"run-{uuid.uuid4().hex}"
-    return client.submit(run_task, r.prepared.spec, how.options, cluster.queue_name, key, pure=False,
+    return client.submit(run_task, r.prepared.spec, how.options, cluster.queue_name, key,
+                         shipped(r.prepared.spec), pure=False,
                          key=key, workers=where, allow_other_workers=pinned is None)
 
 

@@ -148,8 +148,9 @@ class Prober:
 
 
 def base_file(text: str) -> Path:
-    """The config every probe starts from, as a file in this machine's cache (a probe's
-    variant names its base by path)."""
+    """A config's text as a file in this machine's cache, named by its content: the base
+    every probe starts from (a probe's variant names its base by path), or on a Dask worker
+    a file the client's variant names."""
     path = paths.cache_dir("attribution") / f"base-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
     if not path.exists():
         path.write_text(text)
