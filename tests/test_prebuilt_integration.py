@@ -55,3 +55,20 @@ def test_the_distro_study_measures_debians_kernels_with_no_build(tmp_path: Path)
     assert study["summary"][0].startswith("6.12 against 6.1, cloud kernels: boot and memory "
                                           "(6.12-cloud against 6.1-cloud): ")
     assert any(line.startswith("Linux 6.12: longterm") for line in study["support"])
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt-get (Debian) to download the image")
+def test_a_preempt_rt_kernel_shows_the_agent_ready_line(tmp_path: Path) -> None:
+    """PREEMPT_RT prints the console from a kernel thread once the system runs, and that
+    thread drops what is below the console level when it gets to it: the agent's line must
+    reach the console before the agent lowers the level for its records."""
+    from kernellab.experiments import lab
+    from kernellab.experiments.spec import parse_short
+
+    prepared = lab.prepare(parse_short("rt=debian-image:6.1-rt"))
+    store = Store(tmp_path / "lab.sqlite")
+    outcome = lab.run(prepared, None, store, lab.RunOptions(cmdline_extra="KL_ONLY=syscall.null"))
+    assert outcome.status == "ok", outcome.reason
+    metrics = {s["metric"]: s["value"] for s in store.run_samples(outcome.run_id)}
+    assert 0 < metrics["boot.init_start.printk"] < metrics["boot.agent_ready.printk"]
+    assert metrics["syscall.null"] > 0

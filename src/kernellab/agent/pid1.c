@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "file.h"
@@ -169,6 +171,24 @@ const char *find_file_system_disk(void)
 	return find_disk(true, path, sizeof(path));
 }
 
+/*
+ * PREEMPT_RT prints to the console from a kernel thread once the system runs,
+ * and that thread checks the console level when it prints, not when the line
+ * was logged: lowered at once, it would drop "Run /init" and our ready line.
+ * A moment of idle guest time lets it catch up (a few lines; it runs while we
+ * sleep).
+ */
+static void wait_for_console_thread(void)
+{
+	struct timespec moment = { .tv_sec = 0, .tv_nsec = 100 * 1000 * 1000 };
+	struct utsname u;
+
+	if (uname(&u) < 0 || !strstr(u.version, "PREEMPT_RT"))
+		return;
+	while (nanosleep(&moment, &moment) < 0 && errno == EINTR)
+		;
+}
+
 const char *init_system(void)
 {
 	/* Warnings before open_console() show only if the kernel found a console for us. */
@@ -179,6 +199,7 @@ const char *init_system(void)
 
 	/* The host waits for this line, with its printk timestamp, as a boot milestone. */
 	write_file("/dev/kmsg", AGENT_NAME ": ready\n");
+	wait_for_console_thread();
 	/* Only emergencies (panics) may interleave with records from here on. */
 	write_file("/proc/sys/kernel/printk", "1");
 	bring_up_loopback();
