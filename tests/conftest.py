@@ -38,11 +38,11 @@ def kernellab(*args, store_path, timeout=900):
 # The x86_64 integration tests share one build tree, where a variant a few objects away
 # from the last build costs seconds and one that flips an option in widely included
 # headers costs most of a cold build, also on the way back. The debug-cost study's debug
-# kernel (PROVE_LOCKING, SLUB_DEBUG_ON), the ssh tests' guest kernel
-# (KEXEC selects CRASH_CORE: 845 of 1291 objects) and the attribution tests' configs
-# (DEBUG_PAGEALLOC) are such configs: they run last, in this order, so that the other
-# tests' variants stay incremental builds of lab-minimal (CONFIG_UNIX=n: 335 s after them,
-# in a cold run).
+# kernel (PROVE_LOCKING, SLUB_DEBUG_ON) and the ssh tests' guest kernel (KEXEC selects
+# CRASH_CORE: 845 of 1291 objects) are such configs: they run last, in this order, so that
+# the other tests' variants stay incremental builds of lab-minimal (CONFIG_UNIX=n: 335 s
+# after them, in a cold run). The attribution tests come after them and probe around the
+# ssh guest's config (which compiles in their DEBUG_PAGEALLOC too), a few objects at a time.
 _LAST = ("test_study_integration.py", "test_ssh_target.py", "test_attribution_integration.py")
 
 

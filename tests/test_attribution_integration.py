@@ -1,4 +1,7 @@
-"""Attribution self-tests on real kernels (Debian 6.1, x86_64, lab-minimal, icount).
+"""Attribution self-tests on real kernels (Debian 6.1, x86_64, icount), on the ssh tests'
+guest config (lab-minimal with KEXEC, virtio-net, IKCONFIG and DEBUG_PAGEALLOC compiled in
+but inactive): they run right after those tests in the shared build tree, so every probe
+is a few objects away from the last build (conftest.py's order).
 
 The culprits are memory-debugging options whose code lives in one or a few objects:
 SLUB_DEBUG_ON (mm/slub.c and friends: +428% fork+exit in a sweep) and
@@ -17,6 +20,7 @@ from kernellab.experiments import lab
 from kernellab.experiments.bisect import Bisector
 from kernellab.experiments.spec import parse_short
 from kernellab.experiments.sweep import flips_from_toggles, sweep
+from sshguest import FRAGMENT
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +36,11 @@ BYSTANDERS = ["CRC_CCITT", "CRC16", "CRC_ITU_T", "CRC64", "CRC4", "CRC7", "CRC8"
               "NLS_CODEPAGE_861", "NLS_CODEPAGE_862", "NLS_CODEPAGE_863", "NLS_CODEPAGE_864"]
 
 
+BASE = f"lab-minimal+{FRAGMENT}"
+
+
 def variant(name, *options):
-    return parse_short("+".join([f"{name}=lab-minimal", *(f"CONFIG_{o}=y" for o in options)]))
+    return parse_short("+".join([f"{name}={BASE}", *(f"CONFIG_{o}=y" for o in options)]))
 
 
 def test_sweep_ranks_the_slow_option_first(minimal, store):
@@ -64,7 +71,7 @@ def test_bisect_names_the_one_culprit_among_bystanders(minimal, store):
 def test_sweep_command_line_on_a_build_only_metric(minimal, tmp_path):
     """Sizes need no boot: the whole command line path, cheaply."""
     from conftest import kernellab
-    result = kernellab("sweep", "lab-minimal", "--toggle", "CRC64,CONFIG_CRC7", "--metric", "size.text",
+    result = kernellab("sweep", BASE, "--toggle", "CRC64,CONFIG_CRC7", "--metric", "size.text",
                        "--format", "json", store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     import json
@@ -78,10 +85,10 @@ def test_sweep_command_line_on_a_build_only_metric(minimal, tmp_path):
 
 def test_bisect_names_two_culprits_each_with_its_contribution(store):
     # DEBUG_PAGEALLOC_ENABLE_DEFAULT is only the default of a switch: DEBUG_PAGEALLOC
-    # itself (compiled in, off) is in both configs, so that the culprit stays one object.
-    good = variant("pagealloc-good", "DEBUG_PAGEALLOC")
-    bad = variant("pagealloc-bad", "DEBUG_PAGEALLOC", *BYSTANDERS[:6], "SLUB_DEBUG_ON",
-                  "DEBUG_PAGEALLOC_ENABLE_DEFAULT")
+    # itself (compiled in, off) is in the base, so that the culprit stays one object.
+    assert lab.prepare(variant("pagealloc-good")).config.values.get("CONFIG_DEBUG_PAGEALLOC") == "y"
+    good = variant("pagealloc-good")
+    bad = variant("pagealloc-bad", *BYSTANDERS[:6], "SLUB_DEBUG_ON", "DEBUG_PAGEALLOC_ENABLE_DEFAULT")
     result = Bisector.for_variants(store, good, bad, METRIC, "icount", threshold_pct=10.0,
                                    log=lambda m: None).run()
     assert sorted(c.option for c in result.culprits) == ["CONFIG_DEBUG_PAGEALLOC_ENABLE_DEFAULT",
