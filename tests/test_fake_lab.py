@@ -364,3 +364,26 @@ def test_a_probe_of_a_meminfo_metric_asks_the_agent_for_meminfo(lab, capsys):
                     "--toggle", "SLUB_DEBUG_ON", "--metric", "meminfo.Slab", "--format", "json") == 0
     [flip] = json.loads(capsys.readouterr().out)["flips"]
     assert flip["effects"]["meminfo.Slab"]["delta_pct"] == pytest.approx(200 / 900 * 100)
+
+
+def test_every_run_says_when_it_started_and_the_report_when_it_was_measured(lab, capsys, tmp_path):
+    import datetime
+    from pathlib import Path
+
+    import jsonschema
+    out = tmp_path / "report.json"
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    variants = ["a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y"]
+    assert lab.main("compare", *variants, "--format", "json", "-o", str(out)) == 0
+    after = datetime.datetime.now(datetime.UTC)
+    report = json.loads(out.read_text())
+    schema = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
+    jsonschema.validate(report, schema)
+    started = [datetime.datetime.strptime(run["started"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+               for v in report["variants"] for run in v["runs"]]
+    assert len(started) == 2 and all(before <= t <= after for t in started)
+    capsys.readouterr()
+    assert lab.main("show", str(out)) == 0
+    first, last = min(started), max(started)
+    assert (f"measured: {first:%Y-%m-%d}, runs started {first:%H:%M} to {last:%H:%M} UTC"
+            in capsys.readouterr().out)

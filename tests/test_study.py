@@ -522,6 +522,8 @@ def test_the_header_says_how_each_variant_ran_and_where(lab, capsys):
     out = capsys.readouterr().out
     assert "  target: QEMU TCG wall (accelerator tcg, arch x86_64" in out
     assert "config" in out and "; runs with quiet, 2 vCPUs" in out
+    import datetime
+    assert f"measured: {datetime.datetime.now(datetime.UTC):%Y-%m-%d}, runs started " in out
 
 
 def test_a_summary_line_whose_variant_was_left_out_says_so():

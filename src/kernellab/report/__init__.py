@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..guest import vulnerabilities
+from .model import measured_when
 
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
@@ -101,6 +102,7 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
              f"mode: {report['mode']} ({report['mode_note']})",
              f"runs: {runs}; statistics: {report['statistics']}",
+             *([f"measured: {when}"] if (when := measured_when([report])) else []),
              *([f"noise floor: {report['noise_floor']['origin']}"] if report.get("noise_floor") else []),
              f"measured on: {m['host']}, {m['cpu']}, {m['cores']} cores, host kernel {m['kernel']}",
              *(f"target: {t}" for t in targets(report)),

@@ -7,6 +7,7 @@ The report is versioned (FORMAT_VERSION, and the JSON Schema in report/schema.js
 
 from __future__ import annotations
 
+import datetime
 import json
 import statistics
 from collections.abc import Sequence
@@ -178,6 +179,23 @@ def statistics_note(mode: str) -> str:
             f"the log of the per-run medians, Holm-adjusted p < {ALPHA} over the table's metrics")
 
 
+def _utc(epoch_s: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch_s, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def measured_when(reports: Sequence[dict[str, Any]]) -> str | None:
+    """When the runs behind these reports started (UTC); None for reports written before
+    runs carried their start."""
+    started = sorted(run["started"] for report in reports for v in report["variants"]
+                     for run in v["runs"] if run.get("started"))
+    if not started:
+        return None
+    first, last = started[0], started[-1]
+    if first[:10] != last[:10]:
+        return f"{first[:10]} to {last[:10]} (UTC)"
+    return f"{first[:10]}, runs started {first[11:16]} to {last[11:16]} UTC"
+
+
 def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
     p = r.prepared
     runs = []
@@ -187,6 +205,7 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
         runs.append({"id": o.run_id, "status": o.status, "reason": o.reason, "target": target,
                      "agent_version": row["agent_version"] if row is not None else None,
                      "clocksource": row["clocksource"] if row is not None else None,
+                     **({"started": _utc(row["started"])} if row is not None and row["started"] else {}),
                      **({"vulnerabilities": flaws} if (flaws := store.run_vulnerabilities(o.run_id)) else {})})
     return {"name": p.spec.name, "source": p.source.spec if p.running else p.spec.source,
             "source_version": p.source.version,

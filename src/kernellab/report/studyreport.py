@@ -15,6 +15,7 @@ from rich.table import Table
 from .. import lifecycle
 from ..errors import LabError
 from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice, targets
+from .model import measured_when
 
 STUDY_FORMAT = "kernellab-study"
 STUDY_FORMAT_VERSION = 1
@@ -104,6 +105,9 @@ def header(study: dict[str, Any]) -> list[str]:
         lines.append(f"{form}: it leaves out {'; '.join(study['left_out'])}")
     lines.append(f"this run: {study['wall_s'] / 60:.1f} min, {study['builds']} kernel(s) built "
                  "(the rest from the cache), every run in the store")
+    when = measured_when(list(study["reports"].values()))
+    if when:
+        lines.append(f"measured: {when}")
     if first is not None:
         lines.append(f"mode: {first['mode']} ({first['mode_note']})")
         lines.append(f"statistics: {first['statistics']}")
