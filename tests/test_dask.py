@@ -198,13 +198,14 @@ def test_files_a_variant_names_travel_to_workers_that_cannot_see_them(lab, clust
     their text."""
     local, client = cluster
     here, elsewhere = tmp_path / "client", tmp_path / "worker"
-    here.mkdir(), elsewhere.mkdir()
+    here.mkdir()
+    elsewhere.mkdir()
     monkeypatch.chdir(here)
     Path("base.config").write_text("# a user's own config\n# CONFIG_DEBUG_KERNEL is not set\n")
     Path("slow.config").write_text("CONFIG_FAKE_SLOW=y\n")
     client.run(os.chdir, str(elsewhere))
     assert lab.main("compare", "a=tinyconfig", "b=base.config+slow.config", "--cluster", local.scheduler_address) == 0
     assert values(lab, "b") and values(lab, "b") != values(lab, "a")
-    local = dict(query(lab.store, "SELECT name, config_hash FROM variants"))
+    hashes = dict(query(lab.store, "SELECT name, config_hash FROM variants"))
     assert lab.main("compare", "b=base.config+slow.config") == 0   # the same kernel, measured here
-    assert dict(query(lab.store, "SELECT name, config_hash FROM variants")) == local
+    assert dict(query(lab.store, "SELECT name, config_hash FROM variants")) == hashes
