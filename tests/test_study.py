@@ -13,7 +13,7 @@ import pytest
 
 from kernellab.errors import LabError
 from kernellab.experiments import study
-from kernellab.report import conclusion
+from kernellab.report import conclusion, studyreport
 from test_fake_lab import _join_compare_threads
 
 FAST_SLOW = """
@@ -526,6 +526,27 @@ def test_the_header_says_how_each_variant_ran_and_where(lab, capsys):
     assert "  target: QEMU TCG wall (accelerator tcg, arch x86_64" in out
     assert "config" in out and "; runs with quiet, 2 vCPUs" in out
     assert any(f"measured: {day}, runs started " in out for day in days)
+
+
+def test_vcpus_boots_every_variant_with_that_many_and_the_report_says_so(lab, capsys):
+    path = study_file(lab)
+    # x86_64 brings up no second vCPU under icount: refused before any build, naming the way out.
+    assert lab.main("study", "run", str(path), "--quick", "--vcpus", "2") == 1
+    err = capsys.readouterr().err
+    assert "brings up at most 1 vCPU(s)" in err and "--mode wall" in err
+    assert lab.runs() == [] and not list((lab.cache / "artifacts").glob("*/build.json"))
+    report, _ = run_study(lab, capsys, path, "--quick", "--mode", "wall", "--runs", "1", "--vcpus", "2")
+    assert report["changed"] == ["every variant booted with 2 vCPUs (--vcpus 2)"]
+    assert {v["name"]: v["vcpus"] for v in report["reports"]["x86_64"]["variants"]} == {"fast": 2, "slow": 2}
+    # What QEMU was started with (the target's description reads its -smp).
+    assert {r["target"]["details"]["vcpus"] for v in report["reports"]["x86_64"]["variants"] for r in v["runs"]} \
+        == {"2"}
+    text = studyreport.render(report, "table")
+    assert "CHANGED FROM THE STUDY FILE: every variant booted with 2 vCPUs (--vcpus 2)" in text
+    # A study whose variants differ in vCPUs on purpose keeps them.
+    with pytest.raises(LabError, match="sets the vCPUs of 1cpu, 2cpu itself: run it without --vcpus"):
+        study.plan(study.load("zseries-scaling"), None, "wall", None, False, vcpus=2)
+    assert "changed" not in run_study(lab, capsys, path, "--quick")[0]
 
 
 def test_a_summary_line_whose_variant_was_left_out_says_so():

@@ -510,7 +510,7 @@ def cmd_study_list(args: argparse.Namespace) -> int:
 def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
-    how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout)
+    how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus)
     if args.format == "results" and not how.sweeps():
         raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
                        "(the quick form never sweeps; an --arch a sweep does not run on has none): "
@@ -865,6 +865,9 @@ def parser() -> argparse.ArgumentParser:
     sr.add_argument("--quick", action="store_true",
                     help="the study's smallest meaningful form (one arch, the fewest builds, no sweep); "
                          "its report says so")
+    sr.add_argument("--vcpus", type=_at_least_one, default=None,
+                    help="boot every variant with N virtual CPUs (wall mode where the arch brings up only one "
+                         "under icount); its report says so")
     floor_opt(sr)
     sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds before a guest counts as hung")

@@ -210,6 +210,11 @@ class StudyPlan:
     mode: str | None          # None: the study's, else the target's default
     runs: int | None
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
+    vcpus: int | None = None  # every variant booted with this many vCPUs (--vcpus), else each its own
+
+    def changed(self) -> list[str]:
+        """What this run does differently from the study file: said in its report."""
+        return [f"every variant booted with {self.vcpus} vCPUs (--vcpus {self.vcpus})"] if self.vcpus else []
 
     def left_out(self) -> list[str]:
         """What of the full study this run does not do: said in its report."""
@@ -238,8 +243,8 @@ class StudyPlan:
     def experiment(self, arch: str) -> Experiment:
         # The baseline first: every delta of the report is against the first variant.
         chosen = sorted(self.study.variants(self.quick), key=lambda v: v.name != self.study.file.baseline)
-        return replace(self.study.experiment, variants=[replace(v, arch=arch) for v in chosen
-                                                        if _buildable(v, arch)])
+        return replace(self.study.experiment, variants=[replace(v, arch=arch, vcpus=self.vcpus or v.vcpus)
+                                                        for v in chosen if _buildable(v, arch)])
 
     def unbuildable(self) -> list[str]:
         """Variants an arch of this run cannot build (Clang where the kernel supports GCC only)."""
@@ -252,14 +257,20 @@ def _buildable(v: VariantSpec, arch: str) -> bool:
 
 
 def plan(study: Study, arch: list[str] | None, mode: str | None, runs: int | None, quick: bool,
-         timeout_s: float = lab.DEFAULT_TIMEOUT_S) -> StudyPlan:
+         timeout_s: float = lab.DEFAULT_TIMEOUT_S, vcpus: int | None = None) -> StudyPlan:
     chosen = list(dict.fromkeys(arch)) if arch else study.arches(quick)
     unknown = [a for a in chosen if a not in study.file.arches]
     if unknown:
         raise LabError(f"study {study.name} runs on {', '.join(study.file.arches)}, not {', '.join(unknown)}")
     if mode is not None and mode not in modes.NAMES:
         raise LabError(f"unknown mode {mode!r} (modes: {', '.join(modes.NAMES)})")
-    return StudyPlan(study, chosen, quick, mode, runs, timeout_s)
+    if vcpus is not None:
+        own = [v.name for v in study.experiment.variants if v.vcpus is not None]
+        if own:
+            # Its variants differ in vCPUs on purpose: one count for all would erase the question.
+            raise LabError(f"study {study.name} sets the vCPUs of {', '.join(own)} itself: run it without --vcpus")
+        # The mode and the arch may not allow that many (compare.plan checks, before any build).
+    return StudyPlan(study, chosen, quick, mode, runs, timeout_s, vcpus)
 
 
 def preflight(p: StudyPlan) -> None:

@@ -324,7 +324,8 @@ def study_page(study: dict[str, Any], details: str) -> str:
            f"baseline {study['baseline']}, subject {study['subject']}",
            f"noise floor: {study['noise_floor']['origin']}",
            f"{study['builds']} build(s), {study['wall_s'] / 60:.0f} min wall"]
-    how += [f"left out: {x}" for x in study["left_out"]] + [f"caveat: {c}" for c in study["caveats"]]
+    how += [f"left out: {x}" for x in study["left_out"]] + [f"changed: {x}" for x in study.get("changed", [])]
+    how += [f"caveat: {c}" for c in study["caveats"]]
     how += [f"not yet measured: {n}" for n in study["not_yet"]] + list(study["support"])
     sections = [Section("Summary", summary=list(study["summary"]) or ["nothing measured"],
                         items=[f"failed: {f}" for f in study["failures"]]),

@@ -44,6 +44,7 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
         "format": STUDY_FORMAT, "format_version": STUDY_FORMAT_VERSION,
         "study": f.name, "title": f.title, "seed": f.seed, "question": f.question,
         "quick": plan.quick, "left_out": plan.left_out(),
+        **({"changed": plan.changed()} if plan.changed() else {}),   # optional: absent in earlier reports
         "arches": plan.arches, "baseline": f.baseline, "subject": f.subject,
         "noise_floor": {"origin": floor.origin, "pct": dict(floor.pct)},
         "not_yet": f.not_yet, "caveats": f.caveats,
@@ -103,6 +104,8 @@ def header(study: dict[str, Any]) -> list[str]:
     if study["left_out"]:
         form = "QUICK FORM" if study["quick"] else "PART OF THE STUDY"
         lines.append(f"{form}: it leaves out {'; '.join(study['left_out'])}")
+    if study.get("changed"):
+        lines.append(f"CHANGED FROM THE STUDY FILE: {'; '.join(study['changed'])}")
     lines.append(f"this run: {study['wall_s'] / 60:.1f} min, {study['builds']} kernel(s) built "
                  "(the rest from the cache), every run in the store")
     when = measured_when(list(study["reports"].values()))
