@@ -24,6 +24,7 @@ class FakeProbe:
     runs: dict
     build: FakeBuild = field(default_factory=FakeBuild)
     boots: int = 1
+    tree: None = None    # the build tree: the real prober's concern (tests/test_treepool.py)
 
     def value(self, metric):
         return statistics.median(self.runs[metric])

@@ -286,6 +286,8 @@ def test_bisect_names_the_slow_option_resumes_and_a_rerun_reuses_every_probe(lab
     # reuses its kernel and runs: one build and boot per distinct request.
     distinct = {p["label"].rsplit("@", 1)[1] for p in first["probes"]}
     assert first["builds"] == sum(p["built"] for p in first["probes"]) == len(distinct) - 1
+    # Each probe built now says where (kernellab.treepool) and what a tree copy cost.
+    assert all(p["tree"] and p["copy_s"] >= 0 for p in first["probes"] if p["built"])
     assert first["boots"] == len(distinct)
 
     assert lab.main("bisect", *args) == 0

@@ -104,15 +104,17 @@ def cached_build(key: str) -> Build | None:
 
 
 def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: ResolvedConfig,
-          jobs: int | None = None, log: Callable[[str], None] | None = None, what: str = "") -> Build:
-    """`what`: the variant's name, for the progress display."""
+          jobs: int | None = None, log: Callable[[str], None] | None = None, what: str = "",
+          where: Callable[[], Path] | None = None) -> Build:
+    """`what`: the variant's name, for the progress display. `where`: the build tree to
+    use, asked only when there is something to build (default: the shared one)."""
     key = build_key(source, profile, toolchain, config)
     hit = cached_build(key)
     if hit is not None:
         record_objects_late(hit, build_tree(source, profile, toolchain))
         return hit
     jobs = jobs or os.cpu_count() or 1
-    tree = build_tree(source, profile, toolchain)
+    tree = where() if where is not None else build_tree(source, profile, toolchain)
     artifacts = paths.cache_dir("artifacts") / key[:20]
     artifacts.mkdir(parents=True, exist_ok=True)
     log_path = artifacts / "build.log"

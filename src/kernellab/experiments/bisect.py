@@ -10,11 +10,13 @@ is then measured alone on GOOD and alone removed from BAD; BAD without every cul
 measures what the other options do together (each below the threshold), and what is
 left of the difference is the culprits' interaction.
 
-Probes build one after another in the shared build tree, so a probe costs what its
-options recompile against the build before it. Options a change of which recompiles much
-of the tree (compiler flags, widely included headers: kernellab.blast) go first and are
-split from the others at the first halving, so they are tested together and early, and
-the probes among the many local options that follow rebuild little.
+Probes build one after another, each in the tree of a small pool (kernellab.treepool)
+whose last build is nearest to it, so a probe costs what its options recompile against
+that build. Options a change of which recompiles much of the tree (compiler flags, widely
+included headers: kernellab.blast) go first and are split from the others at the first
+halving, so they are tested together and early, and the probes among the many local
+options that follow rebuild little; a probe that must rebuild widely builds in a copy, so
+the state it started from is there again when a later probe comes back to it.
 
 The order of options and of probes depends only on the inputs (and the build records the
 radius is read from), so the same inputs give the same sequence of probes; with the
@@ -155,7 +157,8 @@ class Bisector:
             bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,
             self.prober.builds, self.prober.boots, time.monotonic() - start,
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
-              "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached}
+              "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached,
+              "copy_s": p.tree.copy_s if p.tree else 0.0, "tree": p.tree.label() if p.tree else None}
              for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation)
 
     # -- search --------------------------------------------------------------------

@@ -148,12 +148,14 @@ def record_variant(p: Prepared, store: Store) -> int:
                              json.dumps(p.spec.sysctls, sort_keys=True) if p.spec.sysctls else "")
 
 
-def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None) -> Build:
+def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None,
+                 where: Callable[[], Path] | None = None) -> Build:
+    """`where`: the build tree, if not the shared one (kernellab.build.build)."""
     if p.image is not None:
         raise LabError(f"variant {p.spec.name} is Debian's prebuilt {p.image.identity}: it is measured, not built")
     if p.toolchain is None:
         raise LabError(f"variant {p.spec.name} is the kernel a machine runs: it is measured, not built")
-    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log, what=p.spec.name)
+    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log, what=p.spec.name, where=where)
     store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result
 

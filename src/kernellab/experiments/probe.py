@@ -1,6 +1,7 @@
 """Measure one configuration for attribution (sweep, bisect): resolve it on a base,
-build it in the shared build tree, boot it for the chosen metrics, or reuse all of that
-from the store when the same kernel was already measured the same way."""
+build it in the pool's build tree nearest to it (kernellab.treepool), boot it for the
+chosen metrics, or reuse all of that from the store when the same kernel was already
+measured the same way."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import arches, blast, modes, paths
+from .. import arches, blast, modes, paths, treepool
 from ..build import FIGURE_METRICS, Build, build_tree
 from ..errors import LabError
 from ..metrics.catalog import agent_selector, describe
@@ -31,6 +32,7 @@ class Probe:
     runs: dict[str, list[float]]  # metric -> one value (median of repeats) per run
     boots: int = 0                # boots this probe cost now (reused runs cost none)
     run_ids: list[int] = field(default_factory=list)   # the store's runs behind `runs`
+    tree: treepool.Choice | None = None   # where it was built (None: not built now)
 
     def value(self, metric: str) -> float:
         return statistics.median(self.runs[metric])
@@ -62,6 +64,7 @@ class Prober:
         if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
             words.append(arches.load(self.base.arch).fast_boot_args)
         self.options = lab.RunOptions(self.mode, self.timeout_s, cmdline_extra=" ".join(w for w in words if w))
+        self._pool: treepool.TreePool | None = None
 
     def _spec(self, label: str, settings: dict[str, str]) -> VariantSpec:
         options = [f"{name}={value}" for name, value in sorted(settings.items())]
@@ -79,7 +82,9 @@ class Prober:
         out = []
         for label, settings in asks:
             prepared = lab.prepare(self._spec(label, settings))
-            probe = self._new(label, settings, prepared, self._build(prepared))
+            chosen: list[treepool.Choice] = []
+            probe = self._new(label, settings, prepared, self._build(prepared, chosen))
+            probe.tree = chosen[0] if chosen else None
             if self.needs_boot:
                 self._complete([(probe, prepared)], runs)
             out.append(probe)
@@ -95,8 +100,19 @@ class Prober:
         self.probes.append(probe)
         return probe
 
-    def _build(self, prepared: lab.Prepared) -> Build:
-        return lab.ensure_built(prepared, self.store, log=None)
+    def _build(self, prepared: lab.Prepared, chosen: list[treepool.Choice]) -> Build:
+        """Built in the pool's nearest tree; `chosen` hears which, if it is built now."""
+        def where() -> Path:
+            chosen.append(self.pool(prepared).choose(prepared.config.values))
+            return chosen[-1].tree
+        return lab.ensure_built(prepared, self.store, log=None, where=where)
+
+    def pool(self, prepared: lab.Prepared) -> treepool.TreePool:
+        if self._pool is None:
+            assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
+            home = build_tree(prepared.source, prepared.profile, prepared.toolchain)
+            self._pool = treepool.TreePool(home, prepared.source.tree, prepared.profile.kernel_arch)
+        return self._pool
 
     def _boot(self, due: list[tuple[Probe, lab.Prepared, Path]]) -> Iterator[lab.RunOutcome]:
         """One boot per entry, in turn; a probe's failed boot stops the ones after it."""

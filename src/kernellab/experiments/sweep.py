@@ -37,6 +37,7 @@ class Flip:
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
     build_s: float = 0.0
     built: bool = False
+    copy_s: float = 0.0           # the copy of a build tree the build needed first (kernellab.treepool)
     flaws: list[str] = field(default_factory=list)          # the CPU flaws the option mitigates
     not_affected: list[str] = field(default_factory=list)   # of those, the ones no run's CPU had
 
@@ -99,7 +100,8 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
             option = asks[probe.label]
             flip = Flip(option, flips[option], costs.get(option, 0))
             _describe_flip(flip, prepared.config.values, probe)
-            log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s:.0f} s" if flip.built else "cached")
+            log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s + flip.copy_s:.0f} s" if flip.built
+                                                      else "cached")
                 + f" ({flip.rebuild_objects} objects to rebuild), {probe.boots} boot(s)")
             flip.flaws = list(mitigates.get(option, ()))
             flip.not_affected = vulnerabilities.inactive(
@@ -122,3 +124,4 @@ def _describe_flip(flip: Flip, base: dict[str, str], probe: Probe) -> None:
         flip.dropped = [f"asked {d['option']}={d['asked']}, got {d['got']}" for d in probe.dropped]
     flip.also_changed = [f"{o}={v}" for o, v in differing(base, probe.config).items() if o != flip.option]
     flip.build_s, flip.built = probe.build.wall_s, not probe.build.cached
+    flip.copy_s = probe.tree.copy_s if probe.tree else 0.0

@@ -47,18 +47,24 @@ def bisect_text(r: dict[str, Any]) -> str:
     if r.get("wide"):
         lines.append(f"  searched first, together: {len(r['wide'])} wide option(s) (a change recompiles over "
                      f"{blast.WIDE_SHARE:.0%} of the tree): {', '.join(r['wide'])}")
-    lines.append("probes (each builds on the one before it in the shared build tree):")
+    lines.append("probes (each builds in the build tree whose last build is nearest to it; a copy of it "
+                 "first when that would recompile widely):")
     for p in r["probes"]:
-        cost = f"built in {p['build_s']:.0f} s" if p["built"] else "build reused"
+        cost = f"built in {probe_build_s(p):.0f} s" if p["built"] else "build reused"
+        where = f"  in {p['tree']}" if p.get("tree") else ""
         lines.append(f"  {p['label']:<40} {p['options']:>4} option(s)  {cost:<16} "
-                     f"{fmt_value(p['value'], unit)} ({p['runs']} run(s))")
-    built = [p for p in r["probes"] if p["built"]]
+                     f"{fmt_value(p['value'], unit)} ({p['runs']} run(s)){where}")
+    built = [probe_build_s(p) for p in r["probes"] if p["built"]]
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} probe(s), "
-                 f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(p['build_s'] for p in built):.0f}-"
-                                                f"{max(p['build_s'] for p in built):.0f} s, median "
-                                                f"{statistics.median(p['build_s'] for p in built):.0f} s"
+                 f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(built):.0f}-{max(built):.0f} s, median "
+                                                f"{statistics.median(built):.0f} s (copies of trees included)"
                                                 if built else ""))
     return "\n".join(lines) + "\n"
+
+
+def probe_build_s(p: dict[str, Any]) -> float:
+    """What a probe's build cost: make, and the copy of a tree it needed first."""
+    return float(p["build_s"] + p.get("copy_s", 0.0))
 
 
 def sweep_text(r: dict[str, Any]) -> str:
@@ -81,7 +87,7 @@ def sweep_text(r: dict[str, Any]) -> str:
             if f["also_changed"] else ""
         refused = f"; NOT APPLIED: {'; '.join(f['dropped'])}" if f["dropped"] else ""
         lines.append(f"  {f['option']}={f['value']}: ~{f['rebuild_objects']} objects depend on it, "
-                     f"{'built in' if f['built'] else 'cached build of'} {f['build_s']:.0f} s{extra}{refused}")
+                     f"{'built in' if f['built'] else 'cached build of'} {probe_build_s(f):.0f} s{extra}{refused}")
         if f.get("not_affected"):
             lines.append(f"    {vulnerabilities.caveat(f['flaws'], f['not_affected'])}")
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s wall")

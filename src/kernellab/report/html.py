@@ -25,6 +25,7 @@ from .. import __version__, modes
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
+from .attribution import probe_build_s
 from .auditreport import effect_text
 from .conclusion import NoiseFloor, metric_delta
 
@@ -375,7 +376,7 @@ def sweep_page(result: dict[str, Any]) -> str:
     sections.append(Section("What each flip changed", tables=[Table(
         ["option", "objects depending on it", "build", "also changed", "not applied"],
         [Row([Cell(f"{f['option']}={f['value']}"), Cell(str(f["rebuild_objects"]), "num"),
-              Cell(f"{'built in' if f['built'] else 'cached build of'} {f['build_s']:.0f} s"),
+              Cell(f"{'built in' if f['built'] else 'cached build of'} {probe_build_s(f):.0f} s"),
               Cell(", ".join(f["also_changed"])), Cell("; ".join(f["dropped"]), "failed")])
          for f in result["flips"]])]))
     return page("kernellab sweep", ", ".join(result["metrics"]), sections, modes.get(result["mode"]).summary)
