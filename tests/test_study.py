@@ -299,6 +299,15 @@ def test_ranges_across_arches_are_written_as_the_seed_writes_them():
     assert conclusion.pct_range([5.2]) == "5%" and conclusion.pct_range([0.4]) == "0.4%"
 
 
+def test_a_change_on_some_arches_only_names_them():
+    reports = {"x86_64": _report("icount", {"a": 100.0, "b": 100.0}),
+               "ppc32": _report("icount", {"a": 100.0, "b": 106.6})}
+    (line,) = conclusion.write([study.SummaryItem("RAM", ["proc.fork_exit"])], reports, "a", "b",
+                               conclusion.NoiseFloor())
+    assert line == ("RAM (b against a): fork + exit 7% worse on ppc32, no difference on x86_64 "
+                    "(x86_64 +0.0%, ppc32 +6.6%; icount, 1 run, exact)")
+
+
 def test_arches_that_disagree_are_said_to_disagree():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 110.0}),
                "i386": _report("icount", {"a": 100.0, "b": 90.0})}

@@ -209,7 +209,10 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str) -> str
         directions = {d.direction for d in changed}
         if len(directions) == 1:
             size = [d.pct for d in changed]
-            parts.append(f"{label} {pct_range([abs(p) for p in size])}{_times(size)} {directions.pop()} "
+            # A range of the arches that changed alone would read as if every arch had.
+            only = (f" on {', '.join(d.arch for d in changed)}, no difference on "
+                    f"{', '.join(d.arch for d in items if not d.counts)}" if len(changed) < len(items) else "")
+            parts.append(f"{label} {pct_range([abs(p) for p in size])}{_times(size)} {directions.pop()}{only} "
                          f"({_where(items)})")
         else:
             parts.append(f"{label} better on some arches, worse on others ({_where(items)})")
