@@ -67,6 +67,9 @@ class FakeProber:
     def radius(self, options):
         return Radius(1000, {o: self.recompiles.get(o, 1) for o in options}, frozenset())
 
+    def needs(self, options):
+        return {o: set(self.requires.get(o, ())) for o in options}
+
     def rebuilt(self):
         """Objects each probe build recompiles against the build before it, as the shared
         build tree would: the sum of the radii of the options whose value changed."""
@@ -291,6 +294,26 @@ def test_wide_options_are_tested_together_first_and_then_left_alone():
         n = sum(not p.label.startswith(("alone:", "without")) for p in prober.probes)
         return sum(prober.rebuilt()[2:n])
     assert search_cost(by_radius) < 100 < 1000 < search_cost(in_name_order)
+
+
+def test_an_option_a_wide_one_needs_is_searched_with_it():
+    """Like FTRACE, which FUNCTION_TRACER (a compiler flag) needs: few objects name FTRACE,
+    yet the flag comes and goes with it. Left among the local options, the wide half could
+    not apply FUNCTION_TRACER, and the local half would switch the flag on and off."""
+    target = options(32)
+    recompiles = {"CONFIG_OPT02": 1000, "CONFIG_OPT21": 900}
+    requires = {"CONFIG_OPT02": ["CONFIG_OPT30"], "CONFIG_OPT07": ["CONFIG_OPT30"]}
+    prober = FakeProber({"CONFIG_OPT02": 700.0}, requires=requires, recompiles=recompiles)
+    result = bisect(prober, target)
+    # OPT30's family first (it needs nothing, then what needs it), then OPT21; OPT07 needs
+    # OPT30 but recompiles little: it stays with the local options.
+    assert result.wide == ["CONFIG_OPT30", "CONFIG_OPT02", "CONFIG_OPT21"]
+    assert prober.sequence[2] == ("CONFIG_OPT02", "CONFIG_OPT21", "CONFIG_OPT30")
+    assert prober.probes[2].config.keys() == {"CONFIG_OPT02", "CONFIG_OPT21", "CONFIG_OPT30"}   # all applied
+    # The wide half halves between families: OPT30 and OPT02 together, OPT21 alone.
+    assert prober.sequence[3] == ("CONFIG_OPT02", "CONFIG_OPT30")
+    assert [c.option for c in result.culprits] == ["CONFIG_OPT02"]
+    assert result.culprits[0].removed_from_bad == 700.0
 
 
 def test_a_wide_culprit_is_found_as_in_name_order():

@@ -266,3 +266,54 @@ def test_defconfig_is_makes():
     assert tree.load_defconfig() == []
     assert tree.loaded == "x86_64 defconfig"
     assert tree.resolved() == resolve(source, profile, tc, "defconfig", []).values
+
+
+CHAINS = """
+    config MITIGATIONS
+    	bool "Mitigations"
+
+    config RETPOLINE
+    	bool "Retpolines"
+    	depends on MITIGATIONS
+
+    menuconfig FTRACE
+    	bool "Tracers"
+
+    if FTRACE
+    config FUNCTION_TRACER
+    	bool "Function tracer"
+    	depends on HAVE_FUNCTION_TRACER
+
+    config FUNCTION_GRAPH_TRACER
+    	bool "Function graph tracer"
+    	depends on FUNCTION_TRACER
+    endif
+
+    config HAVE_FUNCTION_TRACER
+    	bool
+    	default y
+
+    config CONSOLE
+    	bool "Console"
+    	depends on SERIAL
+
+    config SERIAL
+    	bool "Serial"
+    	depends on TTY
+
+    config TTY
+    	bool "TTY"
+    """
+
+
+def test_needs_names_the_options_of_the_list_a_dependency_reaches(tmp_path):
+    """Through `if` blocks and through options outside the list (CONSOLE needs TTY by
+    way of SERIAL): what olddefconfig needs set before it sets the option."""
+    tree = tiny_tree(tmp_path, CHAINS)
+    names = ["CONFIG_MITIGATIONS", "CONFIG_RETPOLINE", "CONFIG_FTRACE", "CONFIG_FUNCTION_TRACER",
+             "CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_CONSOLE", "CONFIG_TTY", "CONFIG_UNKNOWN"]
+    assert kconfig.needs(tree, names) == {
+        "CONFIG_MITIGATIONS": set(), "CONFIG_RETPOLINE": {"CONFIG_MITIGATIONS"}, "CONFIG_FTRACE": set(),
+        "CONFIG_FUNCTION_TRACER": {"CONFIG_FTRACE"},
+        "CONFIG_FUNCTION_GRAPH_TRACER": {"CONFIG_FTRACE", "CONFIG_FUNCTION_TRACER"},
+        "CONFIG_CONSOLE": {"CONFIG_TTY"}, "CONFIG_TTY": set(), "CONFIG_UNKNOWN": set()}

@@ -391,6 +391,36 @@ def open_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Kco
     return KconfigTree(source, profile, toolchain, kconf)
 
 
+def needs(tree: KconfigTree, options: list[str]) -> dict[str, set[str]]:
+    """For each option (CONFIG_ names), the others of `options` its dependencies name,
+    directly or through options outside the list (FUNCTION_TRACER needs FTRACE; RETPOLINE
+    needs CPU_MITIGATIONS): without them olddefconfig will not set it."""
+    wanted = {o.removeprefix("CONFIG_") for o in options}
+    syms = tree.kconf.syms
+
+    def direct(name: str) -> set[str]:
+        sym = syms.get(name)
+        if sym is None:
+            return set()
+        exprs = [sym.direct_dep] + ([sym.choice.direct_dep] if sym.choice is not None else [])
+        return {item.name for e in exprs for item in kconfiglib.expr_items(e)
+                if isinstance(item, kconfiglib.Symbol) and item.name != name}
+
+    out: dict[str, set[str]] = {}
+    for name in sorted(wanted):
+        seen, todo, found = {name}, list(direct(name)), set()
+        while todo:
+            other = todo.pop()
+            if other in seen:
+                continue
+            seen.add(other)
+            if other in wanted:
+                found.add(f"CONFIG_{other}")
+            todo += direct(other)
+        out[f"CONFIG_{name}"] = found
+    return out
+
+
 def cache_path(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Path:
     """Where the parsed tree is kept: per source, arch, compiler (its whole version line, as
     CC_VERSION_TEXT ends up in the config) and kconfiglib. Installing a tool the Kconfig

@@ -90,6 +90,8 @@ class ProberLike(Protocol):
 
     def radius(self, options: list[str]) -> blast.Radius: ...
 
+    def needs(self, options: list[str]) -> dict[str, set[str]]: ...
+
 
 class Bisector:
     """The search itself, over a prober (ProberLike) and the target values. Probes that
@@ -106,6 +108,7 @@ class Bisector:
         self.adjustments: list[str] = []
         self.culprits: list[Culprit] = []
         self.wide: list[str] = []
+        self._family: dict[str, str] = {}   # wide option -> the option its family needs first
         self._bar = progress.Task(None, None)   # the probes, while the bisect shows
 
     @classmethod
@@ -203,19 +206,42 @@ class Bisector:
 
     def _by_radius(self, candidates: list[str]) -> list[str]:
         """Wide options first, the widest first; then the rest by name. Read after the GOOD
-        and BAD builds, whose records name every option of the search."""
+        and BAD builds, whose records name every option of the search.
+
+        An option a wide one needs (its Kconfig dependencies name it: FTRACE for
+        FUNCTION_TRACER, CPU_MITIGATIONS for RETPOLINE) is wide too, though few objects name
+        it: changing it brings the wide one in or out. Such a family stays together, the
+        option it all needs first, so that a halving between families applies whole ones."""
         radius = self.prober.radius(candidates)
-        self.wide = sorted((o for o in candidates if radius.wide(o)), key=lambda o: (-radius.recompiles[o], o))
+        needs = {o: n & set(candidates) for o, n in self.prober.needs(candidates).items()}
+        reach = {o: radius.recompiles.get(o, 0) for o in candidates}
+        for o in candidates:
+            for n in needs.get(o, set()):
+                reach[n] = max(reach[n], radius.recompiles.get(o, 0))
+        wide = {o for o in candidates if radius.objects and reach[o] > blast.WIDE_SHARE * radius.objects}
+        inner = {o: needs.get(o, set()) & wide for o in wide}
+        # The family of an option: the first of the wide options it needs that need none.
+        self._family = {o: min((n for n in inner[o] if not inner[n]), default=o) for o in wide}
+        family_reach = {f: max(reach[o] for o in wide if self._family[o] == f) for f in self._family.values()}
+        self.wide = sorted(wide, key=lambda o: (-family_reach[self._family[o]], self._family[o],
+                                                len(inner[o]), o))
         if self.wide:
             self.log(f"{len(self.wide)} wide option(s) recompile over {blast.WIDE_SHARE:.0%} of the "
-                     f"{radius.objects} objects; searched first: {', '.join(self.wide[:8])}")
-        return self.wide + sorted(o for o in candidates if o not in self.wide)
+                     f"{radius.objects} objects, or are needed by one that does; searched first: "
+                     f"{', '.join(self.wide[:8])}")
+        return self.wide + sorted(o for o in candidates if o not in wide)
 
     def _cut(self, cands: list[str]) -> int:
         """Where to halve: between the wide options and the others when both are there, so
-        the others' probes never toggle a wide one; else in the middle."""
+        the others' probes never toggle a wide one; else at the family boundary nearest
+        the middle, so that no half asks for an option without the one it needs."""
         wide = sum(o in self.wide for o in cands)
-        return wide if 0 < wide < len(cands) else len(cands) // 2
+        if 0 < wide < len(cands):
+            return wide
+        middle = len(cands) // 2
+        family = [self._family.get(o, o) for o in cands]
+        bounds = [i for i in range(1, len(cands)) if family[i] != family[i - 1]]
+        return min(bounds, key=lambda i: (abs(i - middle), i)) if bounds else middle
 
     def _without(self, options: set[str]) -> dict[str, str]:
         return {o: v for o, v in self.target.items() if o not in options}

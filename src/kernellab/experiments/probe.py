@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import arches, blast, modes, paths, treepool
 from ..build import FIGURE_METRICS, Build, build_tree
+from ..config import kconfig
 from ..errors import LabError
 from ..metrics.catalog import agent_selector, describe
 from ..stats import compare_samples
@@ -121,6 +122,12 @@ class Prober:
 
     def radius(self, options: list[str]) -> blast.Radius:
         return radius(self._spec("radius", {}), options)
+
+    def needs(self, options: list[str]) -> dict[str, set[str]]:
+        """Which of `options` each one's Kconfig dependencies name (config.kconfig.needs)."""
+        prepared = lab.prepare(self._spec("needs", {}))
+        assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
+        return kconfig.needs(kconfig.open_tree(prepared.source, prepared.profile, prepared.toolchain), options)
 
     def more_runs(self, probe: Probe, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
