@@ -13,9 +13,9 @@ left of the difference is the culprits' interaction.
 Probes build one after another, each in the tree of a small pool (kernellab.treepool)
 whose last build is nearest to it, so a probe costs what its options recompile against
 that build. Options a change of which recompiles much of the tree (compiler flags, widely
-included headers: kernellab.blast) go first and are split from the others at the first
-halving, so they are tested together and early, and the probes among the many local
-options that follow rebuild little; a probe that must rebuild widely builds in a copy, so
+included headers: kernellab.blast), and the options they need, go first and are split
+from the others at the first halving, so they are tested together and early, and the
+probes among the many local options that follow rebuild little; a probe that must rebuild widely builds in a copy, so
 the state it started from is there again when a later probe comes back to it.
 
 The order of options and of probes depends only on the inputs (and the build records the
