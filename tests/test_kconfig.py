@@ -303,17 +303,42 @@ CHAINS = """
 
     config TTY
     	bool "TTY"
+
+    config BASE_FULL
+    	bool "Full-sized data structures"
+    	default y
+
+    config BASE_SMALL
+    	int
+    	default 0 if BASE_FULL
+    	default 1 if !BASE_FULL
+
+    config TRACING
+    	bool
+    	select RING_BUFFER
+
+    config RING_BUFFER
+    	bool
+
+    config BLK_TRACE
+    	bool "Block tracing"
+    	select TRACING
     """
 
 
 def test_needs_names_the_options_of_the_list_a_dependency_reaches(tmp_path):
     """Through `if` blocks and through options outside the list (CONSOLE needs TTY by
-    way of SERIAL): what olddefconfig needs set before it sets the option."""
+    way of SERIAL), and for an option without a prompt what its defaults and selectors
+    name: what olddefconfig needs set before it sets the option."""
     tree = tiny_tree(tmp_path, CHAINS)
     names = ["CONFIG_MITIGATIONS", "CONFIG_RETPOLINE", "CONFIG_FTRACE", "CONFIG_FUNCTION_TRACER",
-             "CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_CONSOLE", "CONFIG_TTY", "CONFIG_UNKNOWN"]
+             "CONFIG_FUNCTION_GRAPH_TRACER", "CONFIG_CONSOLE", "CONFIG_TTY", "CONFIG_UNKNOWN",
+             "CONFIG_BASE_FULL", "CONFIG_BASE_SMALL", "CONFIG_RING_BUFFER", "CONFIG_BLK_TRACE"]
     assert kconfig.needs(tree, names) == {
         "CONFIG_MITIGATIONS": set(), "CONFIG_RETPOLINE": {"CONFIG_MITIGATIONS"}, "CONFIG_FTRACE": set(),
         "CONFIG_FUNCTION_TRACER": {"CONFIG_FTRACE"},
         "CONFIG_FUNCTION_GRAPH_TRACER": {"CONFIG_FTRACE", "CONFIG_FUNCTION_TRACER"},
-        "CONFIG_CONSOLE": {"CONFIG_TTY"}, "CONFIG_TTY": set(), "CONFIG_UNKNOWN": set()}
+        "CONFIG_CONSOLE": {"CONFIG_TTY"}, "CONFIG_TTY": set(), "CONFIG_UNKNOWN": set(),
+        # A derived int follows its defaults' conditions; a selected option its selectors'.
+        "CONFIG_BASE_FULL": set(), "CONFIG_BASE_SMALL": {"CONFIG_BASE_FULL"},
+        "CONFIG_RING_BUFFER": {"CONFIG_BLK_TRACE"}, "CONFIG_BLK_TRACE": set()}

@@ -392,9 +392,11 @@ def open_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Kco
 
 
 def needs(tree: KconfigTree, options: list[str]) -> dict[str, set[str]]:
-    """For each option (CONFIG_ names), the others of `options` its dependencies name,
-    directly or through options outside the list (FUNCTION_TRACER needs FTRACE; RETPOLINE
-    needs CPU_MITIGATIONS): without them olddefconfig will not set it."""
+    """For each option (CONFIG_ names), the others of `options` that decide whether
+    olddefconfig sets it, directly or through options outside the list: those its
+    dependencies name (FUNCTION_TRACER needs FTRACE; RETPOLINE needs CPU_MITIGATIONS), and
+    for an option without a prompt, which follows its defaults and what selects it, those
+    named there too (BASE_SMALL follows BASE_FULL)."""
     wanted = {o.removeprefix("CONFIG_") for o in options}
     syms = tree.kconf.syms
 
@@ -403,8 +405,10 @@ def needs(tree: KconfigTree, options: list[str]) -> dict[str, set[str]]:
         if sym is None:
             return set()
         exprs = [sym.direct_dep] + ([sym.choice.direct_dep] if sym.choice is not None else [])
+        if not any(node.prompt for node in sym.nodes):
+            exprs += [e for value, cond in sym.defaults for e in (value, cond)] + [sym.rev_dep, sym.weak_rev_dep]
         return {item.name for e in exprs for item in kconfiglib.expr_items(e)
-                if isinstance(item, kconfiglib.Symbol) and item.name != name}
+                if isinstance(item, kconfiglib.Symbol) and not item.is_constant and item.name != name}
 
     out: dict[str, set[str]] = {}
     for name in sorted(wanted):
