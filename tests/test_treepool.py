@@ -1,6 +1,10 @@
 """The probes' build trees: each probe builds next to the configuration nearest its own."""
 
+import fcntl
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,7 @@ from kernellab import treepool
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.probe import Prober
 from kernellab.experiments.spec import parse_short
+from kernellab.locks import locked
 from kernellab.store import Store
 
 
@@ -129,3 +134,33 @@ def test_a_probe_that_returns_to_an_earlier_state_recompiles_only_its_own_option
     for p in (a, b, c, d):
         assert (p.build.artifacts / "config").read_text() == lab_stage.prepare(
             prober._spec(p.label, p.requested)).config.text
+
+
+def _held(lock_file: Path) -> bool:
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def test_a_lock_granted_on_a_tree_parked_meanwhile_is_taken_again_at_the_path(tmp_path):
+    """A build waiting for the shared tree while the pool swaps another tree into its
+    place must end up holding the tree at the path, not the one parked."""
+    tree, parked = tmp_path / "tree", tmp_path / "parked"
+    seen = []
+
+    def waiter():
+        with locked(tree):
+            seen.append((_held(tree / ".kernellab.lock"), _held(parked / ".kernellab.lock")))
+
+    with locked(tree):
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.3)             # the waiter is blocked on the old tree's lock file
+        os.rename(tree, parked)
+        tree.mkdir()
+    thread.join(10)
+    assert seen == [(True, False)]

@@ -72,6 +72,8 @@ class TreePool:
     def choose(self, values: dict[str, str]) -> Choice:
         """Make the shared tree the nearest to `values` (a resolved config), parking a copy
         of it first when the build would recompile widely; -> where to build."""
+        # Between this choice and the build another kernellab may build in the shared tree;
+        # make then starts from what it finds there: slower, never wrong.
         with locked(self.parking), locked(self.home):
             return self._choose(values)
 
