@@ -15,8 +15,9 @@ whose last build is nearest to it, so a probe costs what its options recompile a
 that build. Options a change of which recompiles much of the tree (compiler flags, widely
 included headers: kernellab.blast), and the options they need, go first and are split
 from the others at the first halving, so they are tested together and early, and the
-probes among the many local options that follow rebuild little; a probe that must rebuild widely builds in a copy, so
-the state it started from is there again when a later probe comes back to it.
+probes among the many local options that follow rebuild little. Before a probe that
+must rebuild widely, the pool keeps a copy of the state it starts from, for a later probe
+that comes back to it.
 
 The order of options and of probes depends only on the inputs (and the build records the
 radius is read from), so the same inputs give the same sequence of probes; with the

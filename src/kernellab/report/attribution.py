@@ -47,8 +47,8 @@ def bisect_text(r: dict[str, Any]) -> str:
     if r.get("wide"):
         lines.append(f"  searched first, together: {len(r['wide'])} wide option(s) (a change recompiles over "
                      f"{blast.WIDE_SHARE:.0%} of the tree): {', '.join(r['wide'])}")
-    lines.append("probes (each builds in the build tree whose last build is nearest to it; a copy of it "
-                 "first when that would recompile widely):")
+    lines.append("probes (each builds next to the earlier build nearest to it; before a wide rebuild a copy "
+                 "of that state is kept):")
     for p in r["probes"]:
         cost = f"built in {probe_build_s(p):.0f} s" if p["built"] else "build reused"
         where = f"  in {p['tree']}" if p.get("tree") else ""
