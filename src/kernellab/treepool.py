@@ -60,10 +60,12 @@ class TreePool:
     def parking(self) -> Path:
         return self.home.with_name(self.home.name + ".pool")
 
+    def _slots(self) -> list[str]:
+        return [str(i) for i in range(1, self.size)]
+
     def parked(self) -> list[str]:
         """The parked trees that hold a configuration, least recently used first."""
-        names = [str(i) for i in range(1, self.size)]
-        held = [n for n in names if (self.parking / n / ".config").is_file()]
+        held = [n for n in self._slots() if (self.parking / n / ".config").is_file()]
         # Trees this process has not used yet come first, oldest configuration first.
         fresh = sorted((n for n in held if n not in self._used),
                        key=lambda n: (self.parking / n / ".config").stat().st_mtime_ns)
@@ -78,7 +80,8 @@ class TreePool:
             return self._choose(values)
 
     def _choose(self, values: dict[str, str]) -> Choice:
-        every: dict[str | None, Path] = {None: self.home, **{n: self.parking / n for n in self.parked()}}
+        parked = self.parked()
+        every: dict[str | None, Path] = {None: self.home, **{n: self.parking / n for n in parked}}
         trees = {n: t for n, t in every.items() if (t / ".config").is_file()}
         if not trees:
             return Choice(self.home, None, None, 0.0, 0)
@@ -88,7 +91,7 @@ class TreePool:
                                self.kernel_arch, sorted(set().union(*differ.values())))
         cost = {n: _cost(differ[n], radius) for n in trees}
         # The cheapest; among equals the shared tree, then the most recently used.
-        best = min([None, *reversed(self.parked())], key=lambda n: cost.get(n, float("inf")))
+        best = min([None, *reversed(parked)], key=lambda n: cost.get(n, float("inf")))
         estimate = min(cost[best], radius.objects) if radius.objects else cost[best]
         if best is not None:
             self._swap_in(best)
@@ -114,10 +117,10 @@ class TreePool:
     def _park_copy(self, exclude: str | None) -> str:
         """A copy of the shared tree, parked in a free slot, else over the least recently
         used tree other than `exclude` (the one that holds the state just swapped out)."""
-        names = [str(i) for i in range(1, self.size)]
         held = self.parked()
-        free = [n for n in names if n not in held]
-        name = free[0] if free else next(n for n in held if n != exclude) if len(held) > 1 else held[0]
+        free = [n for n in self._slots() if n not in held]
+        others = [n for n in held if n != exclude]
+        name = (free or others or held)[0]
         target, staging = self.parking / name, self.parking / f"{name}.copy"
         shutil.rmtree(staging, ignore_errors=True)
         done = subprocess.run(["cp", "-a", "--reflink=auto", str(self.home), str(staging)],
