@@ -10,9 +10,13 @@ breaks the build; CONFIG_FAKE_REAL_AGENT runs the real agent.
 
 import json
 import os
+import re
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +99,50 @@ def test_build_gives_image_and_sizes_and_a_second_identical_build_is_cached(lab,
     assert big["cached"] is False
     assert (big["bss"] - first["bss"], big["data"], big["text"]) == (64 << 10, first["data"], first["text"])
 
+
+
+def _compiled(build: dict) -> set[str]:
+    log = (Path(build["artifacts"]) / "build.log").read_text()
+    return set(re.findall(r"^  CC      (\S+)$", log, re.MULTILINE))
+
+
+def test_cold_builds_compile_everything_without_ccache_and_nothing_boots_meanwhile(lab, capsys):
+    """An experiment with cold_builds times builds that compiled from scratch: the cached
+    build (made with ccache) is made again, and a variant that shares the build tree with
+    the one before compiles every object, not only those its option changes."""
+    from kernellab.toolchain import ccache_counts
+    assert lab.main("build", "tinyconfig", "--format", "json") == 0
+    warm = json.loads(capsys.readouterr().out)
+    exp = lab.tmp / "cold.toml"
+    exp.write_text('cold_builds = true\n[[variant]]\nname = "a"\nbase = "tinyconfig"\n'
+                   '[[variant]]\nname = "b"\nbase = "tinyconfig"\noptions = ["CONFIG_FAKE_SLOW=y"]\n')
+    before = ccache_counts(str(lab.cache / "ccache"))
+    rep, err = report(lab, capsys, "--experiment", str(exp))
+    assert ccache_counts(str(lab.cache / "ccache")) == before    # no compiler call went through ccache
+    assert "a: building again from scratch, to time it: the cached build was not cold" in err
+    assert "a: the same image, byte for byte, as the cached build" in err
+    assert "while" not in err.split("b: built")[0].split("a: built")[1]   # a did not boot while b built
+    a, b = ({v["name"]: v["build"] for v in rep["variants"]}[n] for n in ("a", "b"))
+    assert a["cold"] and b["cold"] and a["key"] == warm["key"]
+    assert _compiled(a) == _compiled(warm) and _compiled(a) <= _compiled(b)
+    assert lab.main("show", str(lab.tmp / "report.json")) == 0
+    assert "built -j" in (shown := capsys.readouterr().out) and "from scratch without ccache (timed cold)" in shown
+    # Cold builds are in the cache now: asked again, nothing is built.
+    _, err = report(lab, capsys, "--experiment", str(exp))
+    assert "a: cached" in err and "b: cached" in err
+
+
+def test_a_builds_cpu_time_is_makes_alone(lab, capsys, monkeypatch):
+    """Another child of kernellab that ends while make runs (a QEMU booting an earlier
+    variant) spends CPU time that is not the build's."""
+    monkeypatch.setenv("KERNELLAB_FAKE_MAKE_SLEEP", "3")
+    burner = threading.Thread(target=subprocess.run, args=(
+        [sys.executable, "-c", "import time\nwhile time.process_time() < 1.5: pass"],))
+    burner.start()
+    assert lab.main("build", "tinyconfig+CONFIG_FAKE_BSS_KB=24", "--format", "json") == 0
+    burner.join()
+    built = json.loads(capsys.readouterr().out)
+    assert built["wall_s"] > 3 and built["user_s"] + built["sys_s"] < 1.5
 
 def test_build_error_exits_2_with_one_line_naming_the_error(lab, capsys):
     assert lab.main("build", "tinyconfig+CONFIG_FAKE_BROKEN=y") == 2

@@ -65,7 +65,8 @@ def test_default_experiment_is_debug_cost():
      r"variant #1: unknown key 'optoins' "
      r"\(allowed: arch, base, boot_args, devices, fragments, fs, name, options, source, sysctls, toolchain, vcpus\)$"),
     ("mdoe = 'wall'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
-     r"e.toml: unknown key 'mdoe' \(allowed: arch, description, mode, name, runs, source, toolchain, variant, with\)$"),
+     r"e.toml: unknown key 'mdoe' \(allowed: arch, cold_builds, description, mode, name, runs, source, toolchain, "
+     r"variant, with\)$"),
     ("mode = 'cycles'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
      r"unknown mode 'cycles' \(modes: icount, wall\)$"),
     ("runs = '3'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
@@ -119,3 +120,14 @@ def test_the_example_experiments_load():
         assert len(experiment.variants) >= 2, path
     cross = load_experiment(examples[[p.name for p in examples].index("i386-vs-x86_64.toml")])
     assert [v.arch for v in cross.variants] == ["x86_64", "i386"]
+
+
+def test_cold_builds_are_asked_in_the_file_and_refused_on_a_cluster(tmp_path):
+    """Builds timed on several workers at once compare machines, not kernels."""
+    from kernellab.experiments import executor
+    path = tmp_path / "e.toml"
+    path.write_text('cold_builds = true\n[[variant]]\nname = "a"\nbase = "tinyconfig"\n')
+    exp = load_experiment(str(path))
+    assert exp.cold_builds
+    with pytest.raises(LabError, match="times cold builds, which must all run on one machine: run it without"):
+        executor.run_experiment(exp, store=None, how=None, cluster=None)

@@ -494,15 +494,15 @@ def test_a_results_file_needs_a_sweep_and_says_so_before_measuring(lab, capsys):
     assert "the quick form never sweeps" in err and "built" not in err
 
 
-def _build_report(hits_b, source_b):
+def _build_report(hits_b, source_b, cold=False):
     """build.user of two variants, each with its build record as report.model writes it."""
     report = _report("icount", {"a": 400.0, "b": 520.0}, clock="build")
     report["metrics"][0].update(name="build.user", label="build time (user)", unit="s")
     report["variants"] = [
         {"name": "a", "source": "debian:6.1", "arch": "x86_64",
-         "build": {"compiler": "gcc", "ccache_hit_pct": 2.0, "cached": True}},   # reused: its times stand
+         "build": {"compiler": "gcc", "ccache_hit_pct": 2.0, "cached": True, "cold": cold}},   # reused: its times stand
         {"name": "b", "source": source_b, "arch": "x86_64",
-         "build": {"compiler": "gcc", "ccache_hit_pct": hits_b, "cached": False}}]
+         "build": {"compiler": "gcc", "ccache_hit_pct": hits_b, "cached": False, "cold": cold}}]
     return {"x86_64": report}
 
 
@@ -514,6 +514,10 @@ def test_build_times_count_only_cold_builds_in_trees_of_their_own():
     assert line.endswith(": not compared: build time (user) (ccache hits)")   # the cache was timed
     (line,) = conclusion.write([item], _build_report(1.0, "debian:6.1"), "a", "b", conclusion.NoiseFloor())
     assert line.endswith(": not compared: build time (user) (incremental builds in one build tree)")
+    # Built from scratch in an emptied tree (cold_builds): one tree shared in turn is no objection.
+    (line,) = conclusion.write([item], _build_report(None, "debian:6.1", cold=True), "a", "b",
+                               conclusion.NoiseFloor())
+    assert "build time (user) 30% worse (x86_64 +30.0%, one cold build each)" in line
 
 
 def test_the_split_leaves_out_what_the_mode_cannot_measure():

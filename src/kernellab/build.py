@@ -13,6 +13,7 @@ import json
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -71,6 +72,8 @@ class Build:
     ccache_hit_pct: float | None  # of the compilations this build ran; warm caches build faster
     jobs: int
     cached: bool  # True when this request reused an earlier build
+    # Compiled from scratch: an emptied tree and no ccache, so its times are the compiler's.
+    cold: bool = False
 
     def figures(self) -> dict[str, tuple[str, float]]:
         """The build's rows of a report: metric -> (unit, value)."""
@@ -105,28 +108,37 @@ def cached_build(key: str) -> Build | None:
 
 def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: ResolvedConfig,
           jobs: int | None = None, log: Callable[[str], None] | None = None, what: str = "",
-          where: Callable[[], Path] | None = None) -> Build:
+          where: Callable[[], Path] | None = None, cold: bool = False) -> Build:
     """`what`: the variant's name, for the progress display. `where`: the build tree to
-    use, asked only when there is something to build (default: the shared one)."""
+    use, asked only when there is something to build (default: the shared one). `cold`:
+    for a table of build times, compile from scratch in the emptied shared tree without
+    ccache; an earlier build of the same kernel that was not cold is made again."""
     key = build_key(source, profile, toolchain, config)
     hit = cached_build(key)
-    if hit is not None:
+    if hit is not None and (hit.cold or not cold):
         record_objects_late(hit, build_tree(source, profile, toolchain))
         return hit
+    earlier = _digest(hit.image) if hit is not None else None
+    if hit is not None and log:
+        log(f"building again from scratch, to time it: the cached build was not cold "
+            f"({_warmth(hit)})")
     jobs = jobs or os.cpu_count() or 1
-    tree = where() if where is not None else build_tree(source, profile, toolchain)
+    tree = where() if where is not None and not cold else build_tree(source, profile, toolchain)
     artifacts = paths.cache_dir("artifacts") / key[:20]
     artifacts.mkdir(parents=True, exist_ok=True)
     log_path = artifacts / "build.log"
     with locked(tree):
+        if cold:
+            _empty(tree)
         _install_config(tree, config.text)
         argv = ["make", "-C", str(source.tree), f"O={tree}", f"-j{jobs}",
-                *make_vars(profile, toolchain, use_ccache=True), profile.build_target]
+                *make_vars(profile, toolchain, use_ccache=not cold), profile.build_target]
         ccache_dir = str(paths.cache_dir("ccache"))
         env = dict(os.environ, **REPRODUCIBLE_ENV, CCACHE_DIR=ccache_dir)
         env.setdefault("CCACHE_MAXSIZE", "5G")
         if log:
-            log(f"building {profile.build_target} in {tree} (-j{jobs}), log: {log_path}")
+            how = "from scratch, without ccache" if cold else f"in {tree}"
+            log(f"building {profile.build_target} {how} (-j{jobs}), log: {log_path}")
         hits0, misses0 = ccache_counts(ccache_dir)
         expected = _objects_in(tree)
         with progress.task(f"{what or profile.name}: compiling", expected,
@@ -142,17 +154,43 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
         shutil.copy2(tree / "System.map", artifacts / "System.map")
         (artifacts / "config").write_text(config.text)
         objects.record(tree, tree / "vmlinux", artifacts / objects.RECORD)
+    if earlier is not None and log:
+        # The runs in the store measured the earlier image under this key: a reproducible
+        # build makes the same bytes, and a difference must be said.
+        log("the same image, byte for byte, as the cached build" if _digest(image) == earlier else
+            "warning: the image differs from the cached build's; runs measured before belong to that one")
     sizes = berkeley_size(artifacts / "vmlinux")
     result = Build(key=key, artifacts=artifacts, image=image, wall_s=wall_s, user_s=user_s,
                    sys_s=sys_s, image_bytes=image.stat().st_size,
                    vmlinux_bytes=(artifacts / "vmlinux").stat().st_size,
                    compiler=toolchain.version_text, ccache=ccache_version() or "",
                    ccache_hit_pct=100.0 * hits / (hits + misses) if hits + misses else None,
-                   jobs=jobs, cached=False, **sizes)
+                   jobs=jobs, cached=False, cold=cold, **sizes)
     tmp = artifacts / "build.json.tmp"
     tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
     tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
     return result
+
+
+def _digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def _warmth(b: Build) -> str:
+    if b.ccache_hit_pct is None:
+        return "it kept no ccache record"
+    return f"{b.ccache_hit_pct:.0f}% ccache hits, in a tree that may have held an earlier build"
+
+
+def _empty(tree: Path) -> None:
+    """Everything an earlier build left in the tree, but the lock held on it."""
+    for entry in tree.iterdir():
+        if entry.name == ".kernellab.lock":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def record_objects_late(hit: Build, tree: Path) -> None:
@@ -191,24 +229,29 @@ def _objects_in(tree: Path) -> int | None:
     return count or None
 
 
-def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO, bar: progress.Task) -> int:
-    """Waits for make, counting the objects it compiles as its log grows."""
+def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO, bar: progress.Task) -> tuple[int, resource.struct_rusage]:
+    """Waits for make, counting the objects it compiles as its log grows. Returns its exit
+    code and the CPU time of make and the compilers it waited for: that of this process's
+    other children (the QEMU of a run while the build goes on) is not the build's."""
     compiled = 0
-    while True:
-        try:
-            return proc.wait(timeout=_POLL_S)
-        except subprocess.TimeoutExpired:
+    exited = os.pidfd_open(proc.pid)   # readable once make exits: no polling delay at the end
+    try:
+        while not select.select([exited], [], [], _POLL_S)[0]:
             # Lines complete at the log's end count now; a partial one is read again.
             chunk = reader.read()
             whole = chunk[:chunk.rfind(b"\n") + 1]
             reader.seek(len(whole) - len(chunk), 1)
             compiled += len(_COMPILED.findall(whole))
             bar.update(completed=compiled)
+    finally:
+        os.close(exited)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage
 
 
 def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
                 bar: progress.Task) -> tuple[float, float, float, int]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with log_path.open("w") as log_file, log_path.open("rb") as reader:
         try:
@@ -223,7 +266,7 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
             # Registered while it runs: a kernellab killed outright (SIGKILL) cannot stop it,
             # the next kernellab command does (kernellab.reaper).
             with reaper.tracked(proc.pid, f"make of {log_path.parent.name}"):
-                rc = _follow(proc, reader, bar)
+                rc, usage = _follow(proc, reader, bar)
         except BaseException:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -231,9 +274,7 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
                 pass  # make and its children were already gone
             proc.wait()
             raise
-    wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, rc
+    return time.monotonic() - start, usage.ru_utime, usage.ru_stime, rc
 
 
 _ERROR = re.compile(r"(error:|Error \d+|\*\*\*)")

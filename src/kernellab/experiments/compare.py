@@ -128,12 +128,13 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) of this kernel, measured the same way, "
                     f"taken from the store (runs {', '.join(str(o.run_id) for o in r.runs)})")
 
+    # Timed cold builds share the host with nothing: no variant boots while one builds.
     early = (_EarlyRuns(exp, store, how, initrds, failures, log)
-             if modes.get(how.mode).deterministic and len(to_build) > 1 else None)
+             if modes.get(how.mode).deterministic and len(to_build) > 1 and not exp.cold_builds else None)
     try:
         with progress.task(f"{exp.name}: builds", len(to_build), "variants") as bar:
             for r in records:
-                _build(r, store, log)
+                _build(r, store, log, exp.cold_builds)
                 if r in to_build:
                     bar.advance()
                 if early is not None and r in booted and any(_needs_build(later) for later in to_build
@@ -186,7 +187,7 @@ def _needs_build(r: VariantRecord) -> bool:
     return p.toolchain is not None and cached_build(build_key(p.source, p.profile, p.toolchain, p.config)) is None
 
 
-def _build(r: VariantRecord, store: Store, log: Callable[[str], None]) -> None:
+def _build(r: VariantRecord, store: Store, log: Callable[[str], None], cold: bool) -> None:
     name = r.prepared.spec.name
     if r.prepared.running:
         log(f"{name}: the kernel the machine runs, Linux {r.prepared.source.version}: nothing to build")
@@ -194,7 +195,7 @@ def _build(r: VariantRecord, store: Store, log: Callable[[str], None]) -> None:
         log(f"{name}: Debian's prebuilt {r.prepared.image.identity} (Linux {r.prepared.source.version}): "
             "nothing to build")
     else:
-        r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name))
+        r.build = lab.ensure_built(r.prepared, store, log=_prefixed(log, name), cold=cold)
         how_built = "cached" if r.build.cached else f"built in {r.build.wall_s:.0f} s"
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
 

@@ -272,6 +272,9 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
 
     from ..report.model import VariantRecord, build_report
     from .compare import _earlier_runs, _imprecise, _outcome, _target
+    if exp.cold_builds:
+        raise LabError(f"experiment {exp.name} times cold builds, which must all run on one machine: "
+                       "run it without --workers/--cluster")
     client, queue = cluster.client, Queue(cluster.queue_name, client=cluster.client)
     replay = Replay(store)
     records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]

@@ -149,13 +149,15 @@ def record_variant(p: Prepared, store: Store) -> int:
 
 
 def ensure_built(p: Prepared, store: Store, log: Callable[[str], None] | None = None,
-                 where: Callable[[], Path] | None = None) -> Build:
-    """`where`: the build tree, if not the shared one (kernellab.build.build)."""
+                 where: Callable[[], Path] | None = None, cold: bool = False) -> Build:
+    """`where`: the build tree, if not the shared one; `cold`: from scratch, to be timed
+    (kernellab.build.build)."""
     if p.image is not None:
         raise LabError(f"variant {p.spec.name} is Debian's prebuilt {p.image.identity}: it is measured, not built")
     if p.toolchain is None:
         raise LabError(f"variant {p.spec.name} is the kernel a machine runs: it is measured, not built")
-    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log, what=p.spec.name, where=where)
+    result = builder.build(p.source, p.profile, p.toolchain, p.config, log=log, what=p.spec.name,
+                           where=where, cold=cold)
     store.add_build(result.key, record_variant(p, store), result.to_dict())
     return result
 
@@ -223,9 +225,12 @@ def bootable(p: Prepared, build: Build | None) -> Build | None:
     (its sizes, nothing built: wall_s 0, jobs 0). Never stored as a build."""
     if p.image is None:
         return build
+    size = prebuilt.sizes(p.image)
     return Build(key=prebuilt_key(p.image), artifacts=p.image.root, image=p.image.kernel, wall_s=0.0, user_s=0.0,
-                 sys_s=0.0, compiler=f"prebuilt by Debian ({p.image.identity})", ccache="", ccache_hit_pct=None,
-                 jobs=0, cached=True, **prebuilt.sizes(p.image))
+                 sys_s=0.0, image_bytes=size["image_bytes"], vmlinux_bytes=size["vmlinux_bytes"],
+                 text=size["text"], data=size["data"], bss=size["bss"],
+                 compiler=f"prebuilt by Debian ({p.image.identity})", ccache="", ccache_hit_pct=None,
+                 jobs=0, cached=True)
 
 
 def prebuilt_key(image: prebuilt.Image) -> str:

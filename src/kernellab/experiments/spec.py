@@ -114,6 +114,8 @@ class Experiment:
     description: str = ""
     # Opt-in groups of metrics the agent runs too (the catalog's opt_in: "net").
     with_groups: list[str] = field(default_factory=list)
+    # Build every variant from scratch without ccache, so its build times can be compared.
+    cold_builds: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class _ExperimentFile:
     mode: str | None = None
     runs: int | None = None
     with_: list[str] = field(default_factory=list)
+    cold_builds: bool = False
 
 
 def check_groups(groups: list[str], where: str) -> list[str]:
@@ -241,4 +244,4 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
                             v.vcpus, devices=v.devices, fs=v.fs)
                 for v in exp.variant]
     return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description,
-                      check_groups(exp.with_, f"experiment {origin}: with"))
+                      check_groups(exp.with_, f"experiment {origin}: with"), exp.cold_builds)

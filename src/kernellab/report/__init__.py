@@ -117,8 +117,7 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         elif b is None:
             lines.append(head + "not built: the kernel the machine runs")
         else:
-            lines.append(head + f"built -j{b['jobs']} with {b['compiler']}"
-                         + (f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""))
+            lines.append(head + f"built -j{b['jobs']} with {b['compiler']}" + _warmth(b))
         boot = v["boot_args"] + [f"sysctl {k}={val}" for k, val in v["sysctls"].items()]
         if v.get("vcpus"):
             boot.append(f"{v['vcpus']} vCPUs")
@@ -141,6 +140,12 @@ def header_lines(report: dict[str, Any]) -> list[str]:
                  "host-time rows are real seconds even in icount mode.")
     return lines
 
+
+
+def _warmth(b: dict[str, Any]) -> str:
+    if b.get("cold"):
+        return ", from scratch without ccache (timed cold)"
+    return f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""
 
 def footer_lines(report: dict[str, Any]) -> list[str]:
     hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
