@@ -487,6 +487,26 @@ metrics = ["syscall.null"]
     assert results["date"] and results["kernellab"]
 
 
+def test_a_sweep_can_flip_only_the_options_the_audits_rules_name(lab, capsys):
+    """The cost table of the rules: FAKE_SLOW differs too, but no rule names it."""
+    ruled = (SWEPT.replace('options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y", "CONFIG_FAKE_BSS_KB=32"]',
+                           'options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y", "CONFIG_DEBUG_KERNEL=y", '
+                           '"CONFIG_DEBUG_LIST=y"]')
+             .replace('options = ["CONFIG_PROC_FS=y"]', 'options = ["CONFIG_PROC_FS=y", "CONFIG_DEBUG_KERNEL=y"]')
+             .replace('metrics = ["syscall.null"]\n', 'metrics = ["syscall.null"]\nrules = ["debugging"]\n'))
+    report, err = run_study(lab, capsys, study_file(lab, text=ruled))
+    (sweep,) = report["sweeps"].values()
+    assert [f["option"] for f in sweep["flips"]] == ["CONFIG_DEBUG_LIST"]
+    assert (sweep["rules"], sweep["left_out"]) == (["debugging"], 1)
+    assert "1 of them named by the rules of debugging; the other 1 are not flipped" in err
+    assert lab.main("show", str(lab.tmp / "study.json")) == 0
+    assert "the options the audit's rules of debugging name; 1 other differing option(s) not flipped" in \
+        capsys.readouterr().out
+    bad = study_file(lab, text=ruled.replace('rules = ["debugging"]', 'rules = ["debuging"]'))
+    assert lab.main("study", "run", str(bad)) == 2
+    assert "sweep rules names category 'debuging', not one of debugging, " in capsys.readouterr().err
+
+
 def test_a_results_file_needs_a_sweep_and_says_so_before_measuring(lab, capsys):
     path = study_file(lab, text=SWEPT)
     assert lab.main("study", "run", str(path), "--quick", "--format", "results") == 2

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import arches, datafile, modes, paths, prebuilt, progress
+from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
 from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
@@ -66,6 +66,9 @@ class SweepPart:
     metrics: list[str]
     arches: list[str] = field(default_factory=list)    # default: the study's first arch
     title: str = ""        # what this sweep asks, when a study has several (e.g. "on from lean")
+    # Flip only the options the audit's rules of these categories name (default: every option
+    # that differs): what a cost table for those rules needs, in a fraction of the builds.
+    rules: list[str] = field(default_factory=list)
 
     def label(self, arch: str, alone: bool) -> str:
         """The report's key: the arch, and which sweep when the study has several."""
@@ -200,6 +203,10 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
         variant(s.bad, "sweep")
         for m in s.metrics:
             metric(m, "sweep")
+        for c in s.rules:
+            if c not in knowledge.CATEGORIES:
+                raise LabError(f"{origin}: sweep rules names category {c!r}, not one of "
+                               f"{', '.join(knowledge.CATEGORIES)}")
 
 
 @dataclass
@@ -350,9 +357,16 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
     good, bad = by_name[s.good], by_name[s.bad]
     flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     log(f"study {p.study.name}: sweep on {arch}, {len(flips)} options in which {s.bad} differs from {s.good}")
+    chosen: dict[str, Any] = {}
+    if s.rules:
+        named = {o for r in knowledge.load_rules() if r.category in s.rules for o in r.options()}
+        flips, left = {o: v for o, v in flips.items() if o in named}, len(flips) - len(named & set(flips))
+        chosen = {"rules": s.rules, "left_out": left}
+        log(f"study {p.study.name}: {len(flips)} of them named by the rules of {', '.join(s.rules)}; "
+            f"the other {left} are not flipped")
     mode = p.mode or exp.mode or modes.DEFAULT
     result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
-    return {**result, "arch": arch, "good": s.good, "bad": s.bad}
+    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **chosen}
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

@@ -191,7 +191,11 @@ def _sweep_lines(study: dict[str, Any]) -> list[str]:
     from .attribution import sweep_text
     out = []
     for arch, result in study["sweeps"].items():
-        out += [f"sweep on {arch}: one option at a time, as the seed did by hand", sweep_text(result)]
+        out.append(f"sweep on {arch}: one option at a time, as the seed did by hand")
+        if result.get("rules"):
+            out.append(f"the options the audit's rules of {', '.join(result['rules'])} name; "
+                       f"{result['left_out']} other differing option(s) not flipped")
+        out.append(sweep_text(result))
     return out
 
 
