@@ -36,11 +36,11 @@ from . import (
 )
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
+from .config.dotconfig import differing
 from .errors import LabError
 from .experiments import audit_measure, compare, executor, floor, lab, lava, profiling, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
-from .experiments.probe import differing
 from .experiments.spec import (
     DEFAULT_ARCH,
     DEFAULT_SOURCE,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import blast
-from .config.dotconfig import parse_config
+from .config.dotconfig import differing, parse_config
 from .errors import LabError
 from .locks import locked
 
@@ -85,8 +85,8 @@ class TreePool:
         trees = {n: t for n, t in every.items() if (t / ".config").is_file()}
         if not trees:
             return Choice(self.home, None, None, 0.0, 0)
-        differ = {n: _differing(parse_config((t / ".config").read_text(errors="replace"), str(t / ".config")),
-                                values) for n, t in trees.items()}
+        differ = {n: set(differing(parse_config((t / ".config").read_text(errors="replace"), str(t / ".config")),
+                                   values)) for n, t in trees.items()}
         radius = blast.measure(self.home if None in trees else next(iter(trees.values())), self.source_tree,
                                self.kernel_arch, sorted(set().union(*differ.values())))
         cost = {n: _cost(differ[n], radius) for n in trees}
@@ -136,10 +136,6 @@ class TreePool:
 
     def _touch(self, name: str) -> None:
         self._used = [n for n in self._used if n != name] + [name]
-
-
-def _differing(a: dict[str, str], b: dict[str, str]) -> set[str]:
-    return {o for o in set(a) | set(b) if a.get(o, "n") != b.get(o, "n")}
 
 
 def _cost(options: set[str], radius: blast.Radius) -> int:

@@ -76,5 +76,12 @@ def effective(config: dict[str, str], name: str, asked: str) -> str | None:
     return "n" if asked in ("y", "m", "n") else None
 
 
+def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:
+    """Options whose value differs between two resolved configs -> BAD's value
+    (an option a config does not mention counts as "n")."""
+    return {name: bad.get(name, "n") for name in sorted(set(good) | set(bad))
+            if good.get(name, "n") != bad.get(name, "n")}
+
+
 def _shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .. import blast, modes, progress
+from ..config.dotconfig import differing
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
 from . import cluster_probe, executor, lab
-from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Verdict, differing, verdict
+from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Verdict, verdict
 from .spec import VariantSpec
 
 WALL_MAX_RUNS = 8

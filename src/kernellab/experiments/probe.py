@@ -188,13 +188,6 @@ def radius(spec: VariantSpec, options: list[str]) -> blast.Radius:
                          prepared.source.tree, prepared.profile.kernel_arch, options)
 
 
-def differing(good: dict[str, str], bad: dict[str, str]) -> dict[str, str]:
-    """Options whose value differs between two resolved configs -> BAD's value
-    (an option a config does not mention counts as "n")."""
-    return {name: bad.get(name, "n") for name in sorted(set(good) | set(bad))
-            if good.get(name, "n") != bad.get(name, "n")}
-
-
 SAME, DIFFERENT, UNKNOWN = "same", "different", "not yet known"
 
 

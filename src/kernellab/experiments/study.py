@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
+from ..config.dotconfig import differing
 from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
 from ..store import Store
 from . import compare, executor, lab, sweep
-from .probe import differing
 from .spec import Experiment, VariantSpec, experiment_from_data
 
 # A variant's base `config-of:NAME`: the resolved .config of the study's variant NAME on

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import modes, progress
+from ..config.dotconfig import differing
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..knowledge import flaws_by_option
@@ -23,7 +24,7 @@ from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import cluster_probe, executor, lab
-from .probe import Probe, differing
+from .probe import Probe
 from .spec import VariantSpec
 
 
