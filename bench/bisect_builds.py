@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -83,6 +84,23 @@ def bad_settings(study: str, lean, store) -> tuple[str, dict[str, str]]:
             {f"CONFIG_{o}": "y" for o in [*BYSTANDERS, "SLUB_DEBUG_ON"]})
 
 
+def wide_floor(result: dict, builds: int) -> str:
+    """The fewest probe builds that must toggle a wide family into a combination no earlier
+    probe built, whatever the order: telling k culprit families among F apart with
+    same/different verdicts takes log2 C(F, k) probes, and the confirmation reverts each
+    wide culprit from BAD, and all culprits together, once more."""
+    families = result.get("families") or {}
+    found = {families[c["option"]] for c in result["culprits"] if c["option"] in families}
+    if not found:
+        return "no culprit is wide: every probe could be incremental"
+    f, k = len(set(families.values())), len(found)
+    halvings = math.ceil(math.log2(math.comb(f, k)))
+    reverts = k + (len(result["culprits"]) > 1)
+    return (f"culprits in {k} of the {f} wide families: at least {halvings + reverts} of the {builds} probe "
+            f"builds make a wide combination no earlier probe made ({halvings} to tell {k} families of {f} "
+            f"apart, {reverts} to revert them in the confirmation), whatever the search order")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="What a bisect's probe builds cost next to a cold build.")
     ap.add_argument("--study", choices=sorted(STUDIES), default="debian")
@@ -125,6 +143,7 @@ def main() -> int:
         print(f"probe builds vs the cold build ({cold.wall_s:.0f} s, -j{os.cpu_count()}), "
               f"{len(built)} builds: {distribution(built)} (goal: median <= 35%)")
         print("each, in order: " + ", ".join(f"{b:.0%}" for b in built))
+        print(wide_floor(result, len(built)))
     print(f"whole bench {result['bench_wall_s'] / 60:.1f} min; report {root / 'bisect.json'}")
     return 0
 

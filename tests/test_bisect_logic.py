@@ -2,6 +2,7 @@
 
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -314,6 +315,26 @@ def test_an_option_a_wide_one_needs_is_searched_with_it():
     assert prober.sequence[3] == ("CONFIG_OPT02", "CONFIG_OPT30")
     assert [c.option for c in result.culprits] == ["CONFIG_OPT02"]
     assert result.culprits[0].removed_from_bad == 700.0
+    assert result.families == {"CONFIG_OPT30": "CONFIG_OPT30", "CONFIG_OPT02": "CONFIG_OPT30",
+                               "CONFIG_OPT21": "CONFIG_OPT21"}
+
+
+def test_the_bench_says_how_many_wide_builds_no_search_order_avoids():
+    """Telling 1 culprit family of 2 apart takes one halving, its revert one more build."""
+    import importlib.util
+    path = Path(__file__).parent.parent / "bench" / "bisect_builds.py"
+    spec = importlib.util.spec_from_file_location("bisect_builds", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    families = {"CONFIG_OPT30": "CONFIG_OPT30", "CONFIG_OPT02": "CONFIG_OPT30", "CONFIG_OPT21": "CONFIG_OPT21"}
+    one = {"families": families, "culprits": [{"option": "CONFIG_OPT02"}]}
+    assert bench.wide_floor(one, 5).startswith("culprits in 1 of the 2 wide families: at least 2 of the 5 probe "
+                                               "builds make a wide combination")
+    many = {"families": {f"W{i}": f"W{i}" for i in range(35)},
+            "culprits": [{"option": "W0"}, {"option": "W7"}, {"option": "W9"}, {"option": "NARROW"}]}
+    assert "at least 17 of the 20 probe builds" in bench.wide_floor(many, 20)   # 13 halvings + 4 reverts
+    assert bench.wide_floor({"families": families, "culprits": [{"option": "NARROW"}]}, 5) == \
+        "no culprit is wide: every probe could be incremental"
 
 
 def test_a_wide_culprit_is_found_as_in_name_order():

@@ -74,6 +74,7 @@ class BisectResult:
     wide: list[str]                # candidates that recompile much of the tree, searched first
     unsure: list[str]              # comparisons that ended "not yet known" (wall mode)
     confirmation: dict[str, Any] | None   # KernelCI's check of the culprits, by reverting them
+    families: dict[str, str] = field(default_factory=dict)   # wide option -> its family (the option it needs first)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()}
@@ -164,7 +165,7 @@ class Bisector:
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
               "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached,
               "copy_s": p.tree.copy_s if p.tree else 0.0, "tree": p.tree.label() if p.tree else None}
-             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation)
+             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation, self._family)
 
     # -- search --------------------------------------------------------------------
 
