@@ -85,10 +85,11 @@ def bad_settings(study: str, lean, store) -> tuple[str, dict[str, str]]:
 
 
 def wide_floor(result: dict, builds: int) -> str:
-    """The fewest probe builds that must toggle a wide family into a combination no earlier
-    probe built, whatever the order: telling k culprit families among F apart with
-    same/different verdicts takes log2 C(F, k) probes, and the confirmation reverts each
-    wide culprit from BAD, and all culprits together, once more."""
+    """The fewest probe builds that toggle a wide family into a combination no earlier probe
+    built, whatever the order: telling which k families of F hold culprits with
+    same/different verdicts takes, on average over where they could lie, at least
+    log2 C(F, k) probes (the entropy of the answer); the confirmation reverts each wide
+    culprit from BAD, and all culprits together, once more."""
     families = result.get("families") or {}
     found = {families[c["option"]] for c in result["culprits"] if c["option"] in families}
     if not found:
@@ -98,7 +99,8 @@ def wide_floor(result: dict, builds: int) -> str:
     reverts = k + (len(result["culprits"]) > 1)
     return (f"culprits in {k} of the {f} wide families: at least {halvings + reverts} of the {builds} probe "
             f"builds make a wide combination no earlier probe made ({halvings} to tell {k} families of {f} "
-            f"apart, {reverts} to revert them in the confirmation), whatever the search order")
+            f"apart, on average over where they could lie; {reverts} to revert them in the confirmation), "
+            "whatever the search order")
 
 
 def main() -> int:
