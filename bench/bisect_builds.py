@@ -97,10 +97,10 @@ def wide_floor(result: dict, builds: int) -> str:
     f, k = len(set(families.values())), len(found)
     halvings = math.ceil(math.log2(math.comb(f, k)))
     reverts = k + (len(result["culprits"]) > 1)
-    return (f"culprits in {k} of the {f} wide families: at least {halvings + reverts} of the {builds} probe "
-            f"builds make a wide combination no earlier probe made ({halvings} to tell {k} families of {f} "
-            f"apart, on average over where they could lie; {reverts} to revert them in the confirmation), "
-            "whatever the search order")
+    return (f"culprits in {k} of the {f} wide families: any search order is expected to make at least "
+            f"{halvings + reverts} probe builds of a wide combination no earlier probe made ({halvings} to tell "
+            f"which {k} of {f}, on average over where they could lie; {reverts} to revert them in the "
+            f"confirmation); this bisect made {builds} probe builds")
 
 
 def main() -> int:
