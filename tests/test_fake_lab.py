@@ -130,6 +130,10 @@ def test_cold_builds_compile_everything_without_ccache_and_nothing_boots_meanwhi
     # Cold builds are in the cache now: asked again, nothing is built.
     _, err = report(lab, capsys, "--experiment", str(exp))
     assert "a: cached" in err and "b: cached" in err
+    # One build timed from scratch, from the command line.
+    assert lab.main("build", "c=tinyconfig+CONFIG_FAKE_BSS_KB=24", "--cold") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("c: built in ") and ", from scratch without ccache;" in out
 
 
 def test_a_builds_cpu_time_is_makes_alone(lab, capsys, monkeypatch):

@@ -179,12 +179,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     p = lab.prepare(_variant(args.variant, args))
     for line in _dropped_lines(p.config.dropped):
         _log(line)
-    b = lab.ensure_built(p, _store(args), log=_log)
+    b = lab.ensure_built(p, _store(args), log=_log, cold=args.cold)
     d = b.to_dict() | {"variant": p.spec.name, "dropped_options": p.config.dropped}
     if args.format == "json":
         sys.stdout.write(_json(d))
     else:
         how = "cached" if b.cached else f"built in {b.wall_s:.0f} s real, {b.user_s:.0f} s user, -j{b.jobs}"
+        how += ", from scratch without ccache" if b.cold else ""
         sys.stdout.write(f"{p.spec.name}: {how}; {b.image} {b.image_bytes // 1024} KiB; vmlinux text "
                          f"{b.text // 1024} KiB, data {b.data // 1024} KiB, bss {b.bss // 1024} KiB\n")
     return 0
@@ -757,6 +758,8 @@ def parser() -> argparse.ArgumentParser:
 
     b = command("build", "resolve and build one variant", cmd_build)
     b.add_argument("variant")
+    b.add_argument("--cold", action="store_true",
+                   help="time a build from scratch: an emptied build tree, no ccache (again if cached otherwise)")
     variant_opts(b)
     format_opt(b, "table", "json")
 
