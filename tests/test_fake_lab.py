@@ -125,6 +125,9 @@ def test_cold_builds_compile_everything_without_ccache_and_nothing_boots_meanwhi
     a, b = ({v["name"]: v["build"] for v in rep["variants"]}[n] for n in ("a", "b"))
     assert a["cold"] and b["cold"] and a["key"] == warm["key"]
     assert _compiled(a) == _compiled(warm) and _compiled(a) <= _compiled(b)
+    with sqlite3.connect(lab.store) as db:   # the store holds the record of the build the cache holds
+        (record,) = db.execute("SELECT record FROM builds WHERE key = ?", (warm["key"],)).fetchone()
+    assert json.loads(record)["cold"] is True
     assert lab.main("show", str(lab.tmp / "report.json")) == 0
     assert "built -j" in (shown := capsys.readouterr().out) and "from scratch without ccache (timed cold)" in shown
     # Cold builds are in the cache now: asked again, nothing is built.

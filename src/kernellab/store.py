@@ -249,8 +249,14 @@ class Store:
                              json.dumps(dropped), time.time(), boot_args, sysctls))
 
     def add_build(self, key: str, variant_id: int, record: dict[str, Any]) -> None:
-        self._commit("INSERT OR IGNORE INTO builds VALUES (?,?,?,?)",
-                     (key, variant_id, json.dumps(record), time.time()))
+        """The record of the build the cache holds under `key`: a kernel built again (from
+        scratch, to time it) replaces the record of the earlier build, as it did its files."""
+        if record.get("cached"):   # a cache hit: the record of the build that made it stands
+            sql = "INSERT OR IGNORE INTO builds VALUES (?,?,?,?)"
+        else:
+            sql = ("INSERT INTO builds VALUES (?,?,?,?) ON CONFLICT (key) DO UPDATE SET "
+                   "record = excluded.record, created = excluded.created")
+        self._commit(sql, (key, variant_id, json.dumps(record), time.time()))
 
     # -- runs ------------------------------------------------------------------------
 
