@@ -22,6 +22,7 @@ def _tree(path: Path, config: dict[str, str], objects: dict[str, list[str]]) -> 
     options its sources read."""
     path.mkdir(parents=True)
     (path / ".config").write_text("".join(f"{o}={v}\n" for o, v in config.items()))
+    (path / "vmlinux").write_bytes(b"built")
     for obj, options in objects.items():
         deps = "".join(f"  $(wildcard include/config/{o.removeprefix('CONFIG_')}) \\\n" for o in options)
         (path / f".{obj}.cmd").write_text(f"cmd_{obj} := gcc -c {obj}\n\ndeps_{obj} := \\\n{deps}\n")
@@ -51,6 +52,7 @@ def _build(pool, values: dict[str, str]) -> treepool.Choice:
     choice = pool.choose(values)
     assert choice.tree == pool.home     # every build runs at the shared tree's path
     (pool.home / ".config").write_text("".join(f"{o}={v}\n" for o, v in values.items()))
+    (pool.home / "vmlinux").write_bytes(b"built")
     return choice
 
 
@@ -98,6 +100,29 @@ def test_the_nearest_parked_tree_is_swapped_in_and_the_least_recently_used_one_r
     assert (wide.came_from, wide.kept, wide.estimate) == (None, "1", 40)
     assert _config(pool.parking / "1") == before
     assert {n: _config(pool.parking / n) for n in kept} == kept
+
+
+def _stopped_halfway(pool, values: dict[str, str]) -> None:
+    """A build of `values` killed before its link: the new .config, the old vmlinux."""
+    vmlinux = pool.home / "vmlinux"
+    (pool.home / ".config").write_text("".join(f"{o}={v}\n" for o, v in values.items()))
+    past = vmlinux.stat().st_mtime_ns - 10**9
+    os.utime(vmlinux, ns=(past, past))
+
+
+def test_a_tree_whose_build_stopped_halfway_is_neither_trusted_nor_copied(pool):
+    """Its .config names a state the tree does not hold: judged by it, a probe of that
+    state would look free, and a copy would park half a build."""
+    _stopped_halfway(pool, {"CONFIG_LIST": "y"})
+    alone = pool.choose({"CONFIG_LIST": "y"})
+    assert (alone.came_from, alone.kept, alone.estimate) == (None, None, 0)
+    assert not any((pool.parking / n).exists() for n in ("1", "2", "3"))
+    # With a finished tree parked, that one is the nearest, whatever the stopped one says.
+    _build(pool, {"CONFIG_LIST": "n", "CONFIG_NLS": "n"})
+    _build(pool, {"CONFIG_LIST": "y", "CONFIG_NLS": "n"})      # wide: LIST=n parked as 1
+    _stopped_halfway(pool, {"CONFIG_LIST": "n", "CONFIG_NLS": "y"})
+    choice = pool.choose({"CONFIG_LIST": "n", "CONFIG_NLS": "y"})
+    assert (choice.came_from, choice.estimate) == ("1", 1)
 
 
 def test_before_anything_is_built_the_shared_tree_is_used(tmp_path):

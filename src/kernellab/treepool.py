@@ -82,7 +82,7 @@ class TreePool:
     def _choose(self, values: dict[str, str]) -> Choice:
         parked = self.parked()
         every: dict[str | None, Path] = {None: self.home, **{n: self.parking / n for n in parked}}
-        trees = {n: t for n, t in every.items() if (t / ".config").is_file()}
+        trees = {n: t for n, t in every.items() if _complete(t)}
         if not trees:
             return Choice(self.home, None, None, 0.0, 0)
         differ = {n: set(differing(parse_config((t / ".config").read_text(errors="replace"), str(t / ".config")),
@@ -136,6 +136,13 @@ class TreePool:
 
     def _touch(self, name: str) -> None:
         self._used = [n for n in self._used if n != name] + [name]
+
+
+def _complete(tree: Path) -> bool:
+    """A tree whose last build finished, so that its .config says what it holds: a build
+    stopped halfway leaves the new .config beside an older vmlinux, or none."""
+    config, vmlinux = tree / ".config", tree / "vmlinux"
+    return config.is_file() and vmlinux.is_file() and vmlinux.stat().st_mtime_ns >= config.stat().st_mtime_ns
 
 
 def _cost(options: set[str], radius: blast.Radius) -> int:
