@@ -161,7 +161,7 @@ def fake_prepared(spec, machine=None) -> lab.Prepared:
 def test_build_only_compare_reports_build_rows_and_says_build_only(monkeypatch, tmp_path):
     """compare --arch mpc885: builds, boots nothing, and every report view says why."""
     monkeypatch.setattr(lab, "prepare", fake_prepared)
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(f"k{p.spec.name}"))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(f"k{p.spec.name}"))
     monkeypatch.setattr(lab, "run", lambda *a, **k: pytest.fail("a build-only variant was booted"))
     exp = Experiment("t", [parse_short("a=lab-minimal", arch="mpc885"),
                            parse_short("b=lab-minimal+mpc885-page-4k", arch="mpc885")])

@@ -15,7 +15,7 @@ from kernellab.store import Store
 @pytest.fixture
 def fake_lab(monkeypatch):
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec))
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(f"k-{p.spec.name}"))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(f"k-{p.spec.name}"))
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
 
 

@@ -104,7 +104,7 @@ def test_the_metric_count_follows_the_runs_options():
 
 def test_compare_shows_its_runs_on_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec))
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(f"k-{p.spec.name}"))
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(f"k-{p.spec.name}"))
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
     seen: list[str] = []
 

@@ -38,7 +38,7 @@ def script(cmdline: str) -> list[str]:
 def report(tmp_path, monkeypatch):
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(
         spec, "CONFIG_X=y\n" if spec.name == "a" else "# CONFIG_UNIX is not set\n"))
-    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None: labfakes.build(
+    monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(
         f"k-{p.spec.name}", 2048 if p.spec.name == "a" else 2100))
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
     exp = Experiment("t", [parse_short("a=lab-minimal"),
