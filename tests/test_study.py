@@ -502,6 +502,11 @@ def test_a_sweep_can_flip_only_the_options_the_audits_rules_name(lab, capsys):
     assert lab.main("show", str(lab.tmp / "study.json")) == 0
     assert "the options the audit's rules of debugging name; 1 other differing option(s) not flipped" in \
         capsys.readouterr().out
+    path = lab.tmp / "costs.json"
+    assert lab.main("study", "run", str(study_file(lab, text=ruled)), "--format", "results", "-o", str(path)) == 0
+    (results,) = json.loads(path.read_text())["sweeps"]
+    assert (results["rules"], results["left_out"], [r["option"] for r in results["options"]]) == \
+        (["debugging"], 1, ["CONFIG_DEBUG_LIST"])
     bad = study_file(lab, text=ruled.replace('rules = ["debugging"]', 'rules = ["debuging"]'))
     assert lab.main("study", "run", str(bad)) == 2
     assert "sweep rules names category 'debuging', not one of debugging, " in capsys.readouterr().err

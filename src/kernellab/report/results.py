@@ -31,6 +31,8 @@ def from_study(study: dict[str, Any], today: datetime.date | None = None) -> dic
             "flipped_on": _kernel(good) if good else sweep.get("good", ""),
             "runs": _runs(good), "baseline": sweep["baseline"],
             "options": [_row(f, sweep["metrics"]) for f in sweep["flips"]],
+            # Which options were flipped: those the audit's rules of these categories name.
+            **({"rules": sweep["rules"], "left_out": sweep["left_out"]} if sweep.get("rules") else {}),
         })
     return {"format": RESULTS_FORMAT, "format_version": RESULTS_FORMAT_VERSION,
             "study": study["study"], "title": study["title"],
