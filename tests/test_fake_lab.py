@@ -70,6 +70,12 @@ def test_compare_says_what_a_users_base_config_cannot_hold(lab, capsys, tmp_path
     assert line.startswith(f"· mine: warning: {base}: 1 option(s) cannot hold in Linux 6.1.0-fake x86_64")
     assert line.endswith("CONFIG_DEBUG_LIST=y -> n (depends on DEBUG_KERNEL)")
 
+    # A select names the options that select it now, not the whole select list.
+    base.write_text("CONFIG_DEBUG_KERNEL=y\nCONFIG_PROVE_LOCKING=y\n# CONFIG_DEBUG_SPINLOCK is not set\n")
+    _, err = report(lab, capsys, f"mine={base}", "ref=tinyconfig")
+    [line] = [w for w in err.splitlines() if "cannot hold" in w]
+    assert line.endswith("CONFIG_DEBUG_SPINLOCK=n -> y (selected by PROVE_LOCKING)")
+
 
 # -- build ---------------------------------------------------------------------------
 

@@ -324,7 +324,8 @@ class KconfigTree:
             why = ""
             if len(out) < detailed:
                 if sym.orig_type in BOOL_TRISTATE and kconfiglib.expr_value(sym.rev_dep) > 0:
-                    why = f" (selected by {kconfiglib.expr_str(sym.rev_dep)})"
+                    names = selecting(sym)
+                    why = f" (selected by {', '.join(names[:6])}{' and more' if len(names) > 6 else ''})"
                 elif kconfiglib.expr_value(sym.direct_dep) == 0:
                     why = f" (depends on {kconfiglib.expr_str(sym.direct_dep)})"
             out.append(f"{s.name}={s.value} -> {got if got is not None else '(unset)'}{why}")
@@ -486,3 +487,12 @@ def _save(kconf: _Kconfig, path: Path) -> None:
         worker.join()
     finally:
         threading.stack_size(previous)
+
+
+
+def selecting(sym: kconfiglib.Symbol) -> list[str]:
+    """The options that select `sym` now, by name: of a select list that can run to dozens
+    of drivers, the ones that decide it. (kconfiglib builds each term of the reverse
+    dependency as the selecting symbol AND its condition.)"""
+    terms = [t for t in kconfiglib.split_expr(sym.rev_dep, kconfiglib.OR) if kconfiglib.expr_value(t)]
+    return sorted({getattr(kconfiglib.split_expr(t, kconfiglib.AND)[0], "name", "?") for t in terms})

@@ -22,7 +22,7 @@ import kconfiglib
 from kconfiglib import AND, EQUAL, NOT, OR, UNEQUAL, expr_value, split_expr
 
 from .dotconfig import Setting
-from .kconfig import BOOL_TRISTATE, KconfigTree
+from .kconfig import BOOL_TRISTATE, KconfigTree, selecting
 
 TRI = {"n": 0, "m": 1, "y": 2}
 _DEPTH = 25  # a safety net: the deepest chains in Linux 6.x are about half as long
@@ -169,8 +169,7 @@ class _Planner:
         selectors = [t for t in split_expr(sym.rev_dep, OR) if expr_value(t)]
         if len(selectors) > _MAX_SELECTORS:
             need.manual = True
-            # kconfiglib builds each term as (selecting symbol && its condition).
-            names = sorted({split_expr(t, AND)[0].name for t in selectors})
+            names = selecting(sym)
             need.text += f" (selected by {len(selectors)} options that are on: {', '.join(names[:6])}" \
                          f"{', ...' if len(names) > 6 else ''})"
             return
