@@ -489,7 +489,6 @@ def _save(kconf: _Kconfig, path: Path) -> None:
         threading.stack_size(previous)
 
 
-
 def selecting(sym: kconfiglib.Symbol) -> list[str]:
     """The options that select `sym` now, by name: of a select list that can run to dozens
     of drivers, the ones that decide it. (kconfiglib builds each term of the reverse

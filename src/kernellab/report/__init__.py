@@ -141,11 +141,11 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-
 def _warmth(b: dict[str, Any]) -> str:
     if b.get("cold"):
         return ", from scratch without ccache (timed cold)"
     return f", ccache {b['ccache_hit_pct']:.0f}% hits" if b.get("ccache_hit_pct") is not None else ""
+
 
 def footer_lines(report: dict[str, Any]) -> list[str]:
     hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
