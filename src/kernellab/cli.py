@@ -424,6 +424,23 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cite(args: argparse.Namespace) -> int:
+    from .knowledge import cite, load_rules
+    results = cite.load_results(Path(args.results))
+    rules = load_rules()
+    unknown = sorted(set(args.rule) - {r.id for r in rules})
+    if unknown:
+        raise LabError(f"unknown rule {', '.join(unknown)}: see src/kernellab/knowledge/*.toml")
+    source = str(args.results).removeprefix("./")
+    blocks = [(r, cite.evidence(r, results, source)) for r in rules if not args.rule or r.id in args.rule]
+    found = [f"# rule {r.id} (src/kernellab/knowledge/{r.category}.toml)\n{b}\n" for r, b in blocks if b]
+    if not found:
+        raise LabError(f"{args.results} measured none of the options of "
+                       f"{'the rules ' + ', '.join(args.rule) if args.rule else 'any rule'}")
+    sys.stdout.write("\n".join(found))
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     try:
         report = json.loads(Path(args.report).read_text())
@@ -836,6 +853,11 @@ def parser() -> argparse.ArgumentParser:
     format_opt(bi, "table", "json", "html")
     variant_opts(bi)
     cluster_opts(bi)
+
+    ci = command("cite", "the [[rule.evidence]] block each rule can cite from a results file "
+                 "(study run --format results), to paste into the rule files", cmd_cite)
+    ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
+    ci.add_argument("--rule", action="append", default=[], metavar="ID", help="only this rule (repeatable)")
 
     sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)
     sh.add_argument("report")
