@@ -33,17 +33,20 @@ def evidence(rule: Rule, results: dict[str, Any], source: str) -> str | None:
     """The rule's evidence block from the results, or None when they measured none of its
     options (an option olddefconfig would not set alone is said beside those measured, not
     cited alone). `source`: the file as the rule cites it (results/NAME.json)."""
+    emulated = results.get("emulated", True)
     parts = []
     for sweep in results["sweeps"]:
         rows = [r for r in sweep["options"] if r["option"] in rule.options()]
         if any(v is not None for r in rows for v in r.get("delta_pct", {}).values()):
             figures = [_row(r) for r in rows]
-            how = (f"{sweep['mode']}, QEMU TCG, {sweep['runs']} run{'s' if sweep['runs'] != 1 else ''}, "
+            how = (f"{sweep['mode']}, {'QEMU TCG, ' if emulated else ''}"
+                   f"{sweep['runs']} run{'s' if sweep['runs'] != 1 else ''}, "
                    f"switched alone on {sweep['flipped_on']}")
             parts.append(f"{sweep['label']} ({how}): " + "; ".join(figures))
     if not parts:
         return None
-    figure = " | ".join(parts) + f" (kernellab {results['kernellab']}, {results['date']}; emulated figures)"
+    figure = " | ".join(parts) + (f" (kernellab {results['kernellab']}, {results['date']}"
+                                  f"{'; emulated figures' if emulated else ''})")
     return "\n".join(["[[rule.evidence]]", f"source = {json.dumps('kernellab:' + source)}",
                       f"figure = {json.dumps(figure)}", "verified = true"])
 
