@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import paths, progress, reaper
+from . import apt, paths, progress, reaper
 from .arches import ArchProfile
 from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
@@ -118,7 +118,7 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     if hit is not None and (hit.cold or not cold):
         record_objects_late(hit, build_tree(source, profile, toolchain))
         return hit
-    earlier = _digest(hit.image) if hit is not None else None
+    earlier = apt.sha256(hit.image) if hit is not None and hit.image.exists() else None
     if hit is not None and log:
         log(f"building again from scratch, to time it: the cached build was not cold "
             f"({_warmth(hit)})")
@@ -157,7 +157,7 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     if earlier is not None and log:
         # The runs in the store measured the earlier image under this key: a reproducible
         # build makes the same bytes, and a difference must be said.
-        log("the same image, byte for byte, as the cached build" if _digest(image) == earlier else
+        log("the same image, byte for byte, as the cached build" if apt.sha256(image) == earlier else
             "warning: the image differs from the cached build's; runs measured before belong to that one")
     sizes = berkeley_size(artifacts / "vmlinux")
     result = Build(key=key, artifacts=artifacts, image=image, wall_s=wall_s, user_s=user_s,
@@ -170,10 +170,6 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
     tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
     return result
-
-
-def _digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
 def _warmth(b: Build) -> str:
