@@ -86,6 +86,9 @@ def test_cite_says_what_the_emulated_cpu_never_needed_and_what_was_not_set():
            "affected)" in text
     assert "MITIGATION_PAGE_TABLE_ISOLATION=y not measured (olddefconfig does not set it alone" in text
     assert cite.evidence(rule, {**results, "sweeps": []}, "results/costs.json") is None
+    assert "QEMU TCG" in text and "emulated figures" in text
+    on_hardware = cite.evidence(rule, {**results, "emulated": False}, "results/costs.json")
+    assert "QEMU TCG" not in on_hardware and "emulated figures" not in on_hardware
 
 
 def test_cite_refuses_what_is_not_a_results_file_in_one_line(tmp_path, capsys):
