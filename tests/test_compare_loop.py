@@ -19,7 +19,7 @@ def fake_lab(monkeypatch):
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
 
 
-def run(tmp_path, noise_pct, mode="wall", runs=None, max_runs=None):
+def run(tmp_path, noise_pct, mode="wall", runs=None, max_runs=None, log=lambda m: None, reuse=False):
     rng = random.Random(7)
     order = []
 
@@ -34,8 +34,8 @@ def run(tmp_path, noise_pct, mode="wall", runs=None, max_runs=None):
     exp = Experiment("loop", [parse_short("a=lab-minimal"), parse_short("b=lab-minimal+boot:quiet")], mode=mode)
     how = compare.plan(exp, None, runs, max_runs, 60.0)
     how = compare.Plan(how.mode, how.min_runs, how.max_runs, how.options,
-                       target=lambda p, b: labfakes.FakeTarget(script))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+                       target=lambda p, b: labfakes.FakeTarget(script), reuse=reuse)
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=log)
     assert failures == []
     return report, order
 
@@ -52,6 +52,14 @@ def test_precise_wall_runs_stop_at_the_minimum_in_counterbalanced_order(tmp_path
 def test_noisy_wall_runs_continue_to_the_cap(tmp_path, fake_lab):
     report, _ = run(tmp_path, noise_pct=20.0, max_runs=8)
     assert report["runs_per_variant"] == {"a": 8, "b": 8}
+
+
+def test_runs_taken_from_the_store_are_not_announced_as_more_runs(tmp_path, fake_lab):
+    run(tmp_path, noise_pct=20.0, max_runs=8)
+    lines: list[str] = []
+    report, order = run(tmp_path, noise_pct=20.0, max_runs=8, log=lines.append, reuse=True)
+    assert order == [] and report["runs_per_variant"] == {"a": 8, "b": 8}
+    assert not [m for m in lines if "another run" in m], lines
 
 
 def test_icount_runs_once_per_variant(tmp_path, fake_lab):
