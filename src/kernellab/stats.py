@@ -51,7 +51,10 @@ was considered and not used: its acceleration term comes from a jackknife, which
 inconsistent for the median, and with ~11 samples the bootstrap distribution of a
 median is discrete anyway, so the "correction" would mostly add noise. The interval is
 per metric and not adjusted for multiplicity: it says how large the change is, the
-adjusted p-value says whether to believe it.
+adjusted p-value says whether to believe it. Its bounds in % of the reference come from
+the same resamples' ratio of medians, not from the difference over the observed
+reference median: a quantity that cannot go negative cannot drop more than 100%, and a
+noisy reference would otherwise give bounds such as -118% (seen on ppc460's mmap).
 
 Multiple comparisons: Holm by default
 -------------------------------------
@@ -206,11 +209,12 @@ def compare_samples(ref: Sequence[float], other: Sequence[float], better: str,
         return replace(base, reason=DETERMINISTIC_REASON)
     if len(a) < 2 or len(b) < 2:
         return replace(base, reason=SINGLE_SAMPLE_REASON)
-    lo, hi = _diff_of_medians_ci(a, b, confidence, n_boot, seed)
+    (lo, hi), pct = _diff_of_medians_ci(a, b, confidence, n_boot, seed)
+    lo_pct, hi_pct = pct if pct is not None else (_pct_of(lo, ref_med), _pct_of(hi, ref_med))
     cliff = _cliffs_delta(a, b)
     return replace(
         base, testable=True, confidence=float(confidence), ci_low=lo, ci_high=hi,
-        ci_low_pct=_pct_of(lo, ref_med), ci_high_pct=_pct_of(hi, ref_med),
+        ci_low_pct=lo_pct, ci_high_pct=hi_pct,
         p_value=_welch_log_p(a, b) if test == "welch-log" else _mann_whitney_p(a, b),
         cliffs_delta=cliff, effect=effect_label(cliff),
     )
@@ -364,11 +368,16 @@ def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, f
     return float(lo), float(hi)
 
 
-def _diff_of_medians_ci(a: np.ndarray, b: np.ndarray, confidence: float, n_boot: int,
-                        seed: int) -> tuple[float, float]:
+def _diff_of_medians_ci(a: np.ndarray, b: np.ndarray, confidence: float, n_boot: int, seed: int
+                        ) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """The interval of b's median minus a's, and of the same change in % of a's median
+    (None where the ratio is undefined: a sample that is not positive)."""
     rng = np.random.default_rng(seed)
-    diffs = _boot_medians(b, rng, n_boot) - _boot_medians(a, rng, n_boot)
-    return _percentile_interval(diffs, confidence)
+    med_b, med_a = _boot_medians(b, rng, n_boot), _boot_medians(a, rng, n_boot)
+    diff = _percentile_interval(med_b - med_a, confidence)
+    if not (np.all(a > 0) and np.all(b >= 0)):
+        return diff, None
+    return diff, _percentile_interval(100.0 * (med_b / med_a - 1.0), confidence)
 
 
 def _welch_log_p(a: np.ndarray, b: np.ndarray) -> float:
