@@ -89,6 +89,7 @@ def test_markdown_and_summary(report):
     assert "| null syscall (getppid) | ns | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0% |" in md
     # icount: exact differences of at least 5% are named, with the catalog's direction.
     assert "b vs a (icount mode) - " in summary(report) and "null syscall (getppid) +50% (worse)" in summary(report)
+    assert "| boot image | KiB | 2,048 | 2,100 | +2.5% |" in md
     assert "boot image +3% (worse)" not in summary(report)  # under 5%
 
 
