@@ -73,6 +73,13 @@ def test_show_reads_a_format_2_report_which_has_no_size(report):
         check_readable([1, 2], "r.json")
 
 
+def test_a_mitigation_forced_at_boot_is_said_beside_the_cpu_not_affected(report):
+    a = next(v for v in report["variants"] if v["name"] == "a")
+    a["boot_args"] = ["pti=on"]
+    assert ("CPU flaws as a saw them: not affected: meltdown; mitigated: spectre_v2; meltdown mitigation "
+            "forced on by pti=on (the kernel still reports the CPU not affected)") in render(report, "table")
+
+
 def test_table_says_mode_target_boot_parameters_and_failures(report):
     text = render(report, "table")
     assert "mode: icount" in text and "not hardware" in text and "target: fake icount (cpu none)" in text

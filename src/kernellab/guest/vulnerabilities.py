@@ -73,6 +73,17 @@ def inactive(states: list[dict[str, str]], flaws: list[str], boot_words: Sequenc
     return [f for f in flaws if f not in on and all(f in s and not_affected(s[f]) for s in states)]
 
 
+def forced_unreported(boot_words: Sequence[str]) -> str:
+    """What these boot words switch on that the vulnerabilities files still call 'not
+    affected' (pti=on: the file reports the CPU's bug, not the mitigation), as words to add
+    to a summary; empty if nothing."""
+    words = set(boot_words)
+    on = {word: name for name, f in forcings().items() if f.sysfs == "still not affected"
+          for word in f.forced_by if word in words}
+    return "; ".join(f"{name} mitigation forced on by {word} (the kernel still reports the CPU not affected)"
+                     for word, name in sorted(on.items()))
+
+
 def summary(states: dict[str, str]) -> str:
     """One line: the flaws by what the kernel does about them."""
     groups: dict[str, list[str]] = {}

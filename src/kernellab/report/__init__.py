@@ -82,12 +82,14 @@ def targets(report: dict[str, Any]) -> list[str]:
 
 def cpu_flaws(report: dict[str, Any]) -> list[str]:
     """What the kernels said of the CPU's speculation flaws, one line per distinct answer
-    with the variants that gave it: a mitigation on a CPU 'not affected' never ran."""
+    with the variants that gave it: a mitigation on a CPU 'not affected' never ran, unless
+    a boot word forced it on (said)."""
     seen: dict[str, list[str]] = {}
     for v in report["variants"]:
+        forced = vulnerabilities.forced_unreported(v.get("boot_args") or [])
         for text in dict.fromkeys(vulnerabilities.summary(r["vulnerabilities"]) for r in v["runs"]
                                   if r.get("vulnerabilities")):
-            seen.setdefault(text, []).append(v["name"])
+            seen.setdefault(f"{text}; {forced}" if forced else text, []).append(v["name"])
     return [f"CPU flaws as {', '.join(names)} saw them: {text}" for text, names in seen.items()]
 
 
