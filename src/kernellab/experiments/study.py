@@ -361,9 +361,10 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
     if s.rules:
         named = {o for r in knowledge.load_rules() if r.category in s.rules for o in r.options()}
         kept = {o: v for o, v in flips.items() if o in named}
-        chosen = {"rules": s.rules, "left_out": len(flips) - len(kept)}
+        left = len(flips) - len(kept)
+        chosen = {"rules": s.rules, "left_out": left}
         log(f"study {p.study.name}: {len(kept)} of them named by the rules of {', '.join(s.rules)}; "
-            f"the other {len(flips) - len(kept)} are not flipped")
+            f"the other {left} are not flipped")
         flips = kept
     mode = p.mode or exp.mode or modes.DEFAULT
     result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()

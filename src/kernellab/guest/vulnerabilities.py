@@ -78,10 +78,9 @@ def forced_unreported(boot_words: Sequence[str]) -> str:
     affected' (pti=on: the file reports the CPU's bug, not the mitigation), as words to add
     to a summary; empty if nothing."""
     words = set(boot_words)
-    on = {word: name for name, f in forcings().items() if f.sysfs == "still not affected"
-          for word in f.forced_by if word in words}
     return "; ".join(f"{name} mitigation forced on by {word} (the kernel still reports the CPU not affected)"
-                     for word, name in sorted(on.items()))
+                     for name, f in sorted(forcings().items()) if f.sysfs == "still not affected"
+                     for word in f.forced_by if word in words)
 
 
 def summary(states: dict[str, str]) -> str:
