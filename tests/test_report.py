@@ -129,3 +129,16 @@ def test_runs_measured_differently_are_never_pooled(tmp_path):
         record.runs = [RunOutcome(ids[0], "ok", "", 1), RunOutcome(other, "ok", "", 1)]
         with pytest.raises(LabError, match="its runs were measured differently and cannot be pooled"):
             samples(record, store)
+
+
+def test_a_cell_of_three_samples_shows_its_range_not_a_quartile_spread():
+    """Three samples with one out of line: inclusive quartiles put half the outlier in the
+    IQR (+-11,750% here); the cell shows the range, which a reader can check."""
+    from kernellab.report import fmt_cell
+    from kernellab.stats import summarize
+    s = summarize([11_600.0, 20_400.0, 47_000.0])
+    cell = {"median": s.median, "n": s.n, "q1": s.q1, "q3": s.q3, "min": s.low, "max": s.high}
+    assert fmt_cell(cell, "ns") == "20,400 (11,600..47,000) n=3"
+    five = summarize([198.0, 200.0, 200.0, 202.0, 300.0])
+    assert fmt_cell({"median": five.median, "n": 5, "q1": five.q1, "q3": five.q3, "min": five.low,
+                     "max": five.high}, "ns") == "200.0 ±0.5% n=5"

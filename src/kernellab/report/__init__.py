@@ -12,6 +12,8 @@ from .model import measured_when
 
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
+# Below this many samples a cell shows its range: there are no quartiles to speak of.
+FEW_SAMPLES = 5
 # Details of a target that change run to run (a real machine's load): in the JSON, not in
 # the header's one line per target.
 PER_RUN_DETAILS = ("loadavg", "loadavg_after")
@@ -33,7 +35,11 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     if "not_available" in v:
         return f"n/a: {v['not_available']}"
     text = fmt_value(v["median"], unit)
-    if v["n"] > 1:
+    if "min" in v and (1 < v["n"] < FEW_SAMPLES or (v["n"] > 1 and not v["median"])):
+        # Quartiles of three samples are interpolations between them: one repeat out of
+        # line made a half-IQR of +-59,000% that nobody could read. The range says it.
+        text += f" ({fmt_value(v['min'], unit)}..{fmt_value(v['max'], unit)}) n={v['n']}"
+    elif v["n"] > 1:
         spread = 50.0 * (v["q3"] - v["q1"]) / abs(v["median"]) if v["median"] else 0.0
         text += f" ±{spread:.1f}% n={v['n']}"
     return text
@@ -138,7 +144,8 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         for r in v["runs"]:
             if r["status"] != "ok":
                 lines.append(f"  run {r['id']} {r['status']}: {r['reason']}")
-    lines.append("cells: median; with n > 1, ± is half the interquartile range as % of the median. "
+    lines.append(f"cells: median; with n >= {FEW_SAMPLES}, ± is half the interquartile range as % of the median, "
+                 f"with 1 < n < {FEW_SAMPLES} (min..max) the range. "
                  "host-time rows are real seconds even in icount mode.")
     return lines
 
