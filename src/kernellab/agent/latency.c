@@ -1,8 +1,8 @@
 /*
  * lat.timer_*: timer wakeup latency, as cyclictest measures it: a thread at
  * real-time priority sleeps to absolute deadlines one interval apart and
- * records how late it woke, while a load of two processes copies 64 KiB
- * through a pipe, spending its time in the kernel.  How late the thread
+ * records how late it woke, while a load of two ordinary (SCHED_OTHER)
+ * processes copies 64 KiB through a pipe, spending its time in the kernel.  How late the thread
  * wakes is how long the kernel keeps it from running: the preemption model
  * (PREEMPT_NONE, VOLUNTARY, full) decides whether a wakeup waits for the
  * load's system call to end.  Each sample is one window of WAKEUPS; the
@@ -80,16 +80,25 @@ static int setup_latency(struct run *r)
 	struct sched_param rt = { .sched_priority = RT_PRIORITY };
 	int err;
 
-	saved_policy = sched_getscheduler(0);
-	sched_getparam(0, &saved_param);
-	if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0)
-		return fail(r, "sched_setscheduler");
+	/*
+	 * The load is forked first: a child of a SCHED_FIFO thread is SCHED_FIFO at the
+	 * same priority, which the thread cannot preempt, and with real-time tasks always
+	 * running the kernel's RT throttling (950 ms of each second) stopped them all, the
+	 * thread too: on 6.1 one window in three woke ~49 ms late.
+	 */
 	err = start_load(r);
 	if (err) {
 		stop_load();
-		sched_setscheduler(0, saved_policy, &saved_param);
+		return err;
 	}
-	return err;
+	saved_policy = sched_getscheduler(0);
+	sched_getparam(0, &saved_param);
+	if (sched_setscheduler(0, SCHED_FIFO, &rt) != 0) {
+		stop_load();
+		saved_policy = -1;
+		return fail(r, "sched_setscheduler");
+	}
+	return 0;
 }
 
 static int teardown_latency(struct run *r)
