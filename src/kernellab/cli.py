@@ -52,8 +52,20 @@ from .experiments.spec import (
 )
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
-from .report import attribution, auditreport, conclusion, configdiff, explanation, html, junit, render, studyreport
+from .report import (
+    attribution,
+    auditreport,
+    conclusion,
+    configdiff,
+    costtable,
+    explanation,
+    html,
+    junit,
+    render,
+    studyreport,
+)
 from .report.model import check_readable
+from .report.results import RESULTS_FORMAT
 from .size import objects as size_objects
 from .size import symbols as size_symbols
 from .size import view as size_view
@@ -448,6 +460,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
     rules = _gate_rules(args)
+    if isinstance(report, dict) and report.get("format") == RESULTS_FORMAT:
+        if rules:
+            raise LabError(f"{args.report} is a results file; the gate reads a compare report "
+                           "(kernellab compare --format json -o FILE)")
+        _output(costtable.render(costtable.check_readable(report, args.report, args.format), args.format),
+                args.output)
+        return 0
     if isinstance(report, dict) and report.get("format") == studyreport.STUDY_FORMAT:
         if rules:
             raise LabError(f"{args.report} is a study's report; the gate reads a compare report "
@@ -859,7 +878,8 @@ def parser() -> argparse.ArgumentParser:
     ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
     ci.add_argument("--rule", action="append", default=[], metavar="ID", help="only this rule (repeatable)")
 
-    sh = command("show", "render a saved JSON report (from compare or study run --format json)", cmd_show)
+    sh = command("show", "render a saved JSON report (from compare or study run --format json) or a results file "
+                 "(study run --format results: the options ranked by their cost)", cmd_show)
     sh.add_argument("report")
     format_opt(sh, *REPORT_FORMATS, "results")
     sh.add_argument("--all", action="store_true")

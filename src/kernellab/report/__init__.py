@@ -45,6 +45,16 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     return text
 
 
+def md_table(head: list[str], rows: list[list[str]], left: int = 3, notes: int = 0) -> list[str]:
+    """A Markdown table: the figures right-aligned, its first `left` columns (names) and its
+    last `notes` columns (words) left."""
+    words = set(range(left)) | set(range(len(head) - notes, len(head)))
+    rule = "|" + "|".join("---" if i in words else "---:" for i in range(len(head))) + "|"
+    out = ["| " + " | ".join(head) + " |", rule]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out
+
+
 def within_floor(delta_pct: float, floor_pct: float | None) -> str | None:
     """An exact change that code which never runs also causes is not an effect: said so,
     or None when the change is larger than the floor (or no floor is known: 0 or None)."""

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .. import lifecycle
 from ..errors import LabError
-from . import conclusion, fmt_cell, fmt_delta, fmt_value, perdevice, targets
+from . import conclusion, fmt_cell, fmt_delta, fmt_value, md_table, perdevice, targets
 from .model import measured_when
 
 STUDY_FORMAT = "kernellab-study"
@@ -234,24 +234,18 @@ def _terminal(study: dict[str, Any]) -> str:
     return capture.get()
 
 
-def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return out
-
-
 def _markdown(study: dict[str, Any]) -> str:
     names = _variant_names(study)
     lines = [f"### Study {study['study']}: {study['title']}", ""] + [f"- {h}" for h in header(study)] + [""]
     for t in study["tables"]:
         lines += [f"#### {t['title']}", ""]
-        lines += _md_table(["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])],
+        lines += md_table(["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])],
                            section_rows(study, t["metrics"])) + [""]
     for split in study["decomposition"]:
-        lines += [f"#### {_split_title(split)}", ""] + _md_table(_split_head(split), _split_rows(split)) + [""]
+        lines += [f"#### {_split_title(split)}", ""] + md_table(_split_head(split), _split_rows(split)) + [""]
     if study["per_device"]:
         lines += [f"#### {perdevice.TITLE}", ""]
-        lines += _md_table(perdevice.HEAD, perdevice.table_rows(study["per_device"])) + [""]
+        lines += md_table(perdevice.HEAD, perdevice.table_rows(study["per_device"])) + [""]
     sweep = _sweep_lines(study)
     if sweep:
         lines += ["```", *sweep, "```", ""]

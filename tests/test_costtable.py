@@ -1,0 +1,64 @@
+"""`kernellab show RESULTS.json`: a results file as the cost table a person reads, from
+the committed debug-cost file and a small one with what a mitigation sweep holds."""
+
+import json
+from pathlib import Path
+
+from kernellab.cli import main
+from kernellab.report import costtable
+
+ROOT = Path(__file__).resolve().parents[1]
+DEBUG = json.loads((ROOT / "results/debug-cost.json").read_text())
+
+MITIGATIONS = {
+    "format": "kernellab-option-costs", "format_version": 1, "study": "costs", "title": "costs",
+    "date": "2026-11-26", "kernellab": "0.1.0", "emulated": True,
+    "sweeps": [{"label": "6.1, each option on from lean", "arch": "x86_64", "mode": "icount", "runs": 1,
+                "flipped_on": "debian:6.1 (6.1.192), x86_64, base lab-minimal",
+                "baseline": {"syscall.null": 202.147, "size.image": 2313.0},
+                "options": [
+                    {"option": "CONFIG_PAGE_TABLE_ISOLATION", "value": "y",
+                     "delta_pct": {"syscall.null": 0.0, "size.image": 0.4},
+                     "inactive_on_emulated_cpu": ["meltdown"]},
+                    {"option": "CONFIG_INIT_ON_ALLOC_DEFAULT_ON", "value": "y",
+                     "delta_pct": {"syscall.null": None, "size.image": 0.1}},
+                    {"option": "CONFIG_RETPOLINE", "value": "y",
+                     "delta_pct": {"syscall.null": 12.34, "size.image": 2.0}, "with": ["CONFIG_CC_HAS_RETPOLINE=y"]},
+                    {"option": "CONFIG_MITIGATION_RFDS", "value": "y",
+                     "not_measured": "olddefconfig does not set it alone: asked y, got n"}]}]}
+
+
+def test_options_are_ranked_by_their_largest_run_time_change_sizes_breaking_ties():
+    sweep = DEBUG["sweeps"][0]
+    order = [r["option"] for r in costtable.ranked(sweep)]
+    # PROVE_LOCKING moves the null syscall +829%, SLUB_DEBUG_ON fork+exit +439%, then lockdep's +329%.
+    assert order[:3] == ["CONFIG_PROVE_LOCKING", "CONFIG_SLUB_DEBUG_ON", "CONFIG_DEBUG_LOCK_ALLOC"]
+    assert [r["option"] for r in costtable.ranked(MITIGATIONS["sweeps"][0])] == [
+        "CONFIG_RETPOLINE", "CONFIG_PAGE_TABLE_ISOLATION", "CONFIG_INIT_ON_ALLOC_DEFAULT_ON"]
+
+
+def test_the_markdown_says_how_each_figure_was_obtained_and_what_it_could_not_measure():
+    md = costtable.markdown(MITIGATIONS)
+    assert ("#### 6.1, each option on from lean: each option switched alone on debian:6.1 (6.1.192), x86_64, "
+            "base lab-minimal (icount, 1 run, QEMU TCG, emulated figures; kernellab 0.1.0, 2026-11-26)") in md
+    assert "baseline: null syscall (getppid) 202.1 ns, boot image 2,313 KiB" in md
+    assert "| option | null syscall (getppid) | boot image | note |\n|---|---:|---:|---|" in md
+    assert "| RETPOLINE=y | +12.3% | +2.0% | with CC_HAS_RETPOLINE=y |" in md
+    assert "| PAGE_TABLE_ISOLATION=y | 0% | +0.4% | inactive on the emulated CPU (meltdown not affected) |" in md
+    assert "| INIT_ON_ALLOC_DEFAULT_ON=y | - | +0.1% |  |" in md
+    assert "- not measured: MITIGATION_RFDS=y: olddefconfig does not set it alone" in md
+
+
+def test_show_renders_a_results_file_and_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
+    out = tmp_path / "debug.md"
+    assert main(["show", "results/debug-cost.json", "--format", "markdown", "-o", str(out)]) == 0
+    assert "| PROVE_LOCKING=y | -2.9% | +193.8% | +829.0% | +596.8% | +145.4% | with " in out.read_text()
+    capsys.readouterr()
+    assert main(["show", "results/debug-cost.json", "--format", "csv"]) == 2
+    assert "a results file renders as table, markdown, json, not csv" in capsys.readouterr().err
+    assert main(["show", "results/debug-cost.json", "--fail-on", "syscall.null:+5"]) == 2
+    assert "is a results file; the gate reads a compare report" in capsys.readouterr().err
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**MITIGATIONS, "format_version": 9}))
+    assert main(["show", str(newer)]) == 2
+    assert "kernellab-option-costs format 9; this kernellab reads 1" in capsys.readouterr().err
