@@ -49,13 +49,14 @@ def test_two_vcpu_icount_reruns_are_identical(built, store):
     (s390 is always SMP; its lab-minimal kernel is the one built above.)"""
     prepared, build = built
     two = replace(prepared, spec=replace(prepared.spec, vcpus=2))
-    options = lab.RunOptions("icount", timeout_s=300,
-                             cmdline_extra=f"KL_ONLY={','.join(ONLY)},ctx.ring2_0k,lat.timer_p50")
+    # Not the timer-latency metrics: under icount with two vCPUs QEMU wakes their thread
+    # seconds late (metrics.toml, icount_max_vcpus), and a window then takes minutes.
+    options = lab.RunOptions("icount", timeout_s=300, cmdline_extra=f"KL_ONLY={','.join(ONLY)},ctx.ring2_0k")
     runs = [lab.run(two, build, store, options) for _ in range(2)]
     assert [r.status for r in runs] == ["ok", "ok"], [r.reason for r in runs]
     first, second = (store.run_metrics(r.run_id) for r in runs)
     assert json.loads(store.run(runs[0].run_id)["target_info"])["details"]["vcpus"] == "2"
-    assert {"ctx.ring2_0k", "lat.timer_p50", "syscall.null"} <= set(first)
+    assert {"ctx.ring2_0k", "syscall.null"} <= set(first)
     valid = [m for m in first if not m.endswith(".host") and describe(m, "").valid_in("icount")]
     assert {m: first[m] for m in valid} == {m: second.get(m) for m in valid}
     # Both vCPUs came up: the kernel's count of CPUs is in its console log.

@@ -28,6 +28,7 @@ class Metric:
     modes: tuple[str, ...] = modes.NAMES
     needs: tuple[str, ...] = ()
     opt_in: str = ""     # the agent runs it only when asked for this group (KL_WITH): "net"
+    icount_max_vcpus: int = 0   # under icount, meaningful with at most this many vCPUs (0: any)
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS:
@@ -36,8 +37,10 @@ class Metric:
         if unknown:
             raise ValueError(f"metric {self.name}: unknown mode {unknown[0]!r} (modes: {', '.join(modes.NAMES)})")
 
-    def valid_in(self, mode: str) -> bool:
-        return mode in self.modes
+    def valid_in(self, mode: str, vcpus: int = 1) -> bool:
+        """Whether the metric means something in this mode, on a guest with this many vCPUs."""
+        too_many = bool(self.icount_max_vcpus) and modes.get(mode).deterministic and vcpus > self.icount_max_vcpus
+        return mode in self.modes and not too_many
 
 
 @dataclass(frozen=True)

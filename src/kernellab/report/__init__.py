@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from ..guest import vulnerabilities
-from .model import measured_when
+from ..metrics.catalog import describe
+from .model import measured_when, most_vcpus
 
 FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
@@ -168,10 +169,16 @@ def _warmth(b: dict[str, Any]) -> str:
 
 def footer_lines(report: dict[str, Any]) -> list[str]:
     hidden = [m["name"] for m in report["metrics"] if not m["valid_in_mode"]]
+    # Meaningful in the mode, not with this many vCPUs (the catalog's icount_max_vcpus).
+    smp = [m for m in hidden if describe(m, "").valid_in(report["mode"])]
     lines = size_lines(report)
-    if hidden:
+    if len(hidden) > len(smp):
         lines.append(f"not shown, meaningless in {report['mode']} mode (measured, kept in JSON/CSV): "
-                     f"{', '.join(hidden)}")
+                     f"{', '.join(m for m in hidden if m not in smp)}")
+    if smp:
+        vcpus = most_vcpus(v.get("vcpus") for v in report["variants"])
+        lines.append(f"not shown, meaningless in {report['mode']} mode with {vcpus} vCPUs (measured, kept in "
+                     f"JSON/CSV): {', '.join(smp)}")
     return lines
 
 

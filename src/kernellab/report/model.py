@@ -85,6 +85,11 @@ def not_available(r: VariantRecord, store: Store) -> dict[str, str]:
     return out
 
 
+def most_vcpus(counts: Any) -> int:
+    """The most vCPUs any variant booted with (None: the machine's one)."""
+    return max((c or 1 for c in counts), default=1)
+
+
 def build_report(name: str, description: str, records: list[VariantRecord], store: Store,
                  mode: str) -> dict[str, Any]:
     names = [r.prepared.spec.name for r in records]
@@ -98,6 +103,7 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         for metric in reasons:
             units.setdefault(metric, describe(metric, "").unit)
     metrics = []
+    vcpus = most_vcpus(r.prepared.spec.vcpus for r in records)
     for metric in sorted(units, key=lambda m: sort_key(m, units[m])):
         info = describe(metric, units[metric])
         values: dict[str, dict[str, Any]] = {}
@@ -113,7 +119,7 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
                 values[variant] = {"not_available": missing[variant][metric]}
         metrics.append({"name": metric, "label": info.label, "unit": info.unit, "better": info.better,
                         "group": info.group, "clock": info.clock, "source": info.source,
-                        "valid_in_mode": info.valid_in(mode), "values": values, "delta_pct": {},
+                        "valid_in_mode": info.valid_in(mode, vcpus), "values": values, "delta_pct": {},
                         "comparison": {}})
     _compare(metrics, names, mode)
     return {
