@@ -103,7 +103,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
             _describe_flip(flip, prepared.config.values, probe)
             log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s + flip.copy_s:.0f} s" if flip.built
                                                       else "cached")
-                + f" ({flip.rebuild_objects} objects to rebuild), {probe.boots} boot(s)")
+                + f" (~{flip.rebuild_objects} objects depend on it alone), {probe.boots} boot(s)")
             flip.flaws = list(mitigates.get(option, ()))
             flip.not_affected = vulnerabilities.inactive(
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
