@@ -460,19 +460,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise LabError(f"cannot read a report from {args.report}: {exc}; "
                        "write one with `kernellab compare --format json -o FILE`") from None
     rules = _gate_rules(args)
-    if isinstance(report, dict) and report.get("format") == RESULTS_FORMAT:
+    # A study's report and a results file render as they are; only a compare report is gated.
+    kind = str(report.get("format")) if isinstance(report, dict) else ""
+    other = {studyreport.STUDY_FORMAT: ("a study's report", studyreport),
+             RESULTS_FORMAT: ("a results file", costtable)}.get(kind)
+    if other is not None:
+        what, view = other
         if rules:
-            raise LabError(f"{args.report} is a results file; the gate reads a compare report "
+            raise LabError(f"{args.report} is {what}; the gate reads a compare report "
                            "(kernellab compare --format json -o FILE)")
-        _output(costtable.render(costtable.check_readable(report, args.report, args.format), args.format),
-                args.output)
-        return 0
-    if isinstance(report, dict) and report.get("format") == studyreport.STUDY_FORMAT:
-        if rules:
-            raise LabError(f"{args.report} is a study's report; the gate reads a compare report "
-                           "(kernellab compare --format json -o FILE)")
-        _output(studyreport.render(studyreport.check_readable(report, args.report, args.format), args.format),
-                args.output)
+        _output(view.render(view.check_readable(report, args.report, args.format), args.format), args.output)
         return 0
     report = check_readable(report, args.report)
     if args.format == "results":
