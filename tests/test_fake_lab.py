@@ -374,6 +374,17 @@ def test_sweep_runs_the_cheapest_flips_first(lab, capsys):
                        "CONFIG_DEBUG_LIST": pytest.approx(1.0)}
 
 
+def test_a_flip_is_as_wide_as_what_it_brings_along(lab, capsys):
+    """No object of the build names PROVE_LOCKING, but it selects DEBUG_SPINLOCK, which
+    every object that includes <linux/spinlock.h> depends on: it goes after
+    DEBUG_ATOMIC_SLEEP (kernel/sched.o alone), not first as its own radius of 0 said."""
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "PROVE_LOCKING,DEBUG_ATOMIC_SLEEP",
+                    "--metric", "syscall.null", "--format", "json") == 0
+    flips = [(f["option"], f["rebuild_objects"]) for f in json.loads(capsys.readouterr().out)["flips"]]
+    assert [o for o, _ in flips] == ["CONFIG_DEBUG_ATOMIC_SLEEP", "CONFIG_PROVE_LOCKING"]
+    assert flips[0][1] == 1 and flips[1][1] > 1   # the objects that include <linux/spinlock.h>
+
+
 def test_a_sweep_marks_a_mitigation_the_cpu_never_needed(lab, capsys, monkeypatch):
     """The fake QEMU's CPU is not affected by Meltdown and is by Spectre v2."""
     from kernellab.experiments import sweep

@@ -72,6 +72,10 @@ class Prober:
         # Everything of the base but its config: the compiler, boot words and machine too.
         return replace(self.base, name=f"probe:{label}", base=str(self.base_path), fragments=[], options=options)
 
+    def resolve(self, settings: dict[str, str]) -> dict[str, str]:
+        """The config a probe of these settings would build, resolved, nothing built."""
+        return lab.prepare(self._spec("resolve", settings)).config.values
+
     def probe(self, label: str, settings: dict[str, str], runs: int = 1) -> Probe:
         return self.probe_all([(label, settings)], runs)[0]
 
