@@ -38,7 +38,8 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
     text = fmt_value(v["median"], unit)
     if "min" in v and (1 < v["n"] < FEW_SAMPLES or (v["n"] > 1 and not v["median"])):
         # Quartiles of three samples are interpolations between them: one repeat out of
-        # line made a half-IQR of +-59,000% that nobody could read. The range says it.
+        # line made a half-IQR of +-59,000% that nobody could read. The range says it, as
+        # it does where a median of 0 leaves no percentage.
         text += f" ({fmt_value(v['min'], unit)}..{fmt_value(v['max'], unit)}) n={v['n']}"
     elif v["n"] > 1:
         spread = 50.0 * (v["q3"] - v["q1"]) / abs(v["median"]) if v["median"] else 0.0

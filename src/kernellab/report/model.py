@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ def not_available(r: VariantRecord, store: Store) -> dict[str, str]:
     return out
 
 
-def most_vcpus(counts: Any) -> int:
+def most_vcpus(counts: Iterable[int | None]) -> int:
     """The most vCPUs any variant booted with (None: the machine's one)."""
     return max((c or 1 for c in counts), default=1)
 
