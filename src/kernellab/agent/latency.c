@@ -2,10 +2,10 @@
  * lat.timer_*: timer wakeup latency, as cyclictest measures it: a thread at
  * real-time priority sleeps to absolute deadlines one interval apart and
  * records how late it woke, while a load of two ordinary (SCHED_OTHER)
- * processes copies 64 KiB through a pipe, spending its time in the kernel.  How late the thread
- * wakes is how long the kernel keeps it from running: the preemption model
- * (PREEMPT_NONE, VOLUNTARY, full) decides whether a wakeup waits for the
- * load's system call to end.  Each sample is one window of WAKEUPS; the
+ * processes copies 64 KiB through a pipe, spending its time in the kernel.
+ * How late the thread wakes is how long the kernel keeps it from running: the
+ * preemption model (PREEMPT_NONE, VOLUNTARY, full) decides whether a wakeup
+ * waits for the load's system call to end.  Each sample is one window of WAKEUPS; the
  * median, the 99th percentile and the maximum are reported.
  */
 #define _GNU_SOURCE
