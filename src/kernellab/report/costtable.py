@@ -100,8 +100,9 @@ def terminal(results: dict[str, Any]) -> str:
     with console.capture() as capture:
         for sweep in results["sweeps"]:
             table = Table(title=heading(results, sweep), title_justify="left")
-            for i, col in enumerate(head(sweep)):
-                table.add_column(col, justify="right" if 0 < i < len(head(sweep)) - 1 else "left")
+            columns = head(sweep)
+            for i, col in enumerate(columns):
+                table.add_column(col, justify="right" if 0 < i < len(columns) - 1 else "left")
             for cells in _rows(sweep):
                 table.add_row(*cells)
             console.print(table)
