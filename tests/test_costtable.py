@@ -22,6 +22,8 @@ MITIGATIONS = {
                      "inactive_on_emulated_cpu": ["meltdown"]},
                     {"option": "CONFIG_INIT_ON_ALLOC_DEFAULT_ON", "value": "y",
                      "delta_pct": {"syscall.null": None, "size.image": 0.1}},
+                    {"option": "CONFIG_RETHUNK", "value": "n", "delta_pct": {"syscall.null": -3.0, "size.image": -1.7},
+                     "inactive_on_emulated_cpu": ["retbleed"], "mitigates": ["retbleed", "indirect_target_selection"]},
                     {"option": "CONFIG_RETPOLINE", "value": "y",
                      "delta_pct": {"syscall.null": 12.34, "size.image": 2.0}, "with": ["CONFIG_CC_HAS_RETPOLINE=y"]},
                     {"option": "CONFIG_MITIGATION_RFDS", "value": "y",
@@ -34,7 +36,7 @@ def test_options_are_ranked_by_their_largest_run_time_change_sizes_breaking_ties
     # PROVE_LOCKING moves the null syscall +829%, SLUB_DEBUG_ON fork+exit +439%, then lockdep's +329%.
     assert order[:3] == ["CONFIG_PROVE_LOCKING", "CONFIG_SLUB_DEBUG_ON", "CONFIG_DEBUG_LOCK_ALLOC"]
     assert [r["option"] for r in costtable.ranked(MITIGATIONS["sweeps"][0])] == [
-        "CONFIG_RETPOLINE", "CONFIG_PAGE_TABLE_ISOLATION", "CONFIG_INIT_ON_ALLOC_DEFAULT_ON"]
+        "CONFIG_RETPOLINE", "CONFIG_RETHUNK", "CONFIG_PAGE_TABLE_ISOLATION", "CONFIG_INIT_ON_ALLOC_DEFAULT_ON"]
 
 
 def test_the_markdown_says_how_each_figure_was_obtained_and_what_it_could_not_measure():
@@ -46,6 +48,9 @@ def test_the_markdown_says_how_each_figure_was_obtained_and_what_it_could_not_me
     assert "| RETPOLINE=y | +12.3% | +2.0% | with CC_HAS_RETPOLINE=y |" in md
     assert "| PAGE_TABLE_ISOLATION=y | 0% | +0.4% | inactive on the emulated CPU (meltdown not affected) |" in md
     assert "| INIT_ON_ALLOC_DEFAULT_ON=y | - | +0.1% |  |" in md
+    # A flip that also removed a mitigation which ran is not called inactive.
+    assert ("| RETHUNK=n | -3.0% | -1.7% | partly inactive on the emulated CPU (retbleed not affected; "
+            "the rest ran) |") in md
     assert "- not measured: MITIGATION_RFDS=y: olddefconfig does not set it alone" in md
 
 

@@ -406,6 +406,18 @@ def test_a_sweep_marks_a_mitigation_the_cpu_never_needed(lab, capsys, monkeypatc
     assert "inactive" not in out and "+25.0%" in slow
 
 
+def test_a_flip_changes_the_mitigations_of_what_it_brings_along(lab, capsys, monkeypatch):
+    """PROVE_LOCKING selects DEBUG_SPINLOCK: a mitigation built by the option it brought along
+    counts, so a flip whose own flaw the CPU lacks is only partly inactive, not free."""
+    from kernellab.experiments import sweep
+    monkeypatch.setattr(sweep, "flaws_by_option", lambda: {"CONFIG_PROVE_LOCKING": ("meltdown",),
+                                                           "CONFIG_DEBUG_SPINLOCK": ("spectre_v2",)})
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "PROVE_LOCKING",
+                    "--metric", "syscall.null", "--format", "json") == 0
+    [flip] = json.loads(capsys.readouterr().out)["flips"]
+    assert flip["flaws"] == ["meltdown", "spectre_v2"] and flip["not_affected"] == ["meltdown"]
+
+
 def test_only_the_boot_words_of_flaws_toml_count_as_forcing_a_mitigation():
     from kernellab.guest import vulnerabilities
     cpu = [{"meltdown": "Not_affected", "spectre_v2": "Vulnerable"}]
@@ -413,6 +425,7 @@ def test_only_the_boot_words_of_flaws_toml_count_as_forcing_a_mitigation():
     assert vulnerabilities.inactive(cpu, ["meltdown"], ["pti=on"]) == []
     assert vulnerabilities.inactive(cpu, ["meltdown"], ["pti=auto", "nopti"]) == ["meltdown"]
     assert vulnerabilities.forced(["indirect_target_selection=force", "quiet"]) == {"indirect_target_selection"}
+    assert vulnerabilities.built_by(["CONFIG_SRSO", "CONFIG_MITIGATION_ITS"]) == ["indirect_target_selection"]
 
 
 # -- the real agent ----------------------------------------------------------------------

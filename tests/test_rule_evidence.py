@@ -82,7 +82,7 @@ def test_cite_says_what_the_emulated_cpu_never_needed_and_what_was_not_set():
                     {"option": "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION", "value": "y",
                      "not_measured": "olddefconfig does not set it alone: asked y, got n"}]}]}
     text = cite.evidence(rule, results, "results/costs.json")
-    assert "PAGE_TABLE_ISOLATION=y: null syscall (getppid) +0.0% (inactive on the emulated CPU: meltdown not " \
+    assert "PAGE_TABLE_ISOLATION=y: null syscall (getppid) +0.0%, inactive on the emulated CPU (meltdown not " \
            "affected)" in text
     assert "MITIGATION_PAGE_TABLE_ISOLATION=y not measured (olddefconfig does not set it alone" in text
     assert cite.evidence(rule, {**results, "sweeps": []}, "results/costs.json") is None

@@ -106,7 +106,10 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                                                       else "cached")
                 + f" (~{flip.rebuild_objects} objects depend on it and what it brings along), "
                 + f"{probe.boots} boot(s)")
-            flip.flaws = list(mitigates.get(option, ()))
+            # What it brings along counts: RETHUNK=n takes the ITS thunks, forced on at boot, with it.
+            touched = [option, *(c.split("=", 1)[0] for c in flip.also_changed)]
+            flip.flaws = list(dict.fromkeys([*(f for o in touched for f in mitigates.get(o, ())),
+                                             *vulnerabilities.built_by(touched)]))
             flip.not_affected = vulnerabilities.inactive(
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
             for m in metrics:

@@ -42,6 +42,7 @@ def from_log(text: str | None) -> dict[str, str]:
 @dataclass(frozen=True)
 class Forcing:
     forced_by: list[str]     # boot words, any of which switches the mitigation on
+    options: list[str]       # the CONFIG_ options that build the mitigation
     sysfs: Literal["still not affected", "reported"]
     source: str
 
@@ -73,6 +74,11 @@ def inactive(states: list[dict[str, str]], flaws: list[str], boot_words: Sequenc
     return [f for f in flaws if f not in on and all(f in s and not_affected(s[f]) for s in states)]
 
 
+def built_by(options: Sequence[str]) -> list[str]:
+    """The forceable flaws whose mitigation one of these CONFIG_ options builds."""
+    return [name for name, f in forcings().items() if set(options) & set(f.options)]
+
+
 def forced_unreported(boot_words: Sequence[str]) -> str:
     """What these boot words switch on that the vulnerabilities files still call 'not
     affected' (pti=on: the file reports the CPU's bug, not the mitigation), as words to add
@@ -93,6 +99,14 @@ def summary(states: dict[str, str]) -> str:
                 "vulnerable" if text.startswith("Vulnerable") else "other")
         groups.setdefault(kind, []).append(name)
     return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items())
+
+
+def note(flaws: list[str], not_affected: list[str]) -> str:
+    """The same caveat in a table cell's few words."""
+    said = f"{', '.join(not_affected)} not affected"
+    if set(not_affected) >= set(flaws):
+        return f"inactive on the emulated CPU ({said})"
+    return f"partly inactive on the emulated CPU ({said}; the rest ran)"
 
 
 def caveat(flaws: list[str], not_affected: list[str]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LabError
+from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from ..report.results import RESULTS_FORMAT
 from . import Rule
@@ -59,5 +60,5 @@ def _row(row: dict[str, Any]) -> str:
                         if pct is not None)
     inactive = row.get("inactive_on_emulated_cpu")
     if inactive:
-        effects += f" (inactive on the emulated CPU: {', '.join(inactive)} not affected)"
+        effects += f", {vulnerabilities.note(row.get('mitigates', []), inactive)}"
     return f"{name}: {effects or 'no figure'}"

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import LabError
+from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import fmt_value, md_table
 from .results import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
@@ -63,7 +64,7 @@ def row(r: dict[str, Any], metrics: list[str]) -> list[str]:
     cells += ["-" if r["delta_pct"].get(m) is None else _pct(r["delta_pct"][m]) for m in metrics]
     notes = []
     if r.get("inactive_on_emulated_cpu"):
-        notes.append(f"inactive on the emulated CPU ({', '.join(r['inactive_on_emulated_cpu'])} not affected)")
+        notes.append(vulnerabilities.note(r.get("mitigates", []), r["inactive_on_emulated_cpu"]))
     if r.get("with"):
         more = len(r["with"]) - WITH_SHOWN
         notes.append("with " + ", ".join(w.removeprefix("CONFIG_") for w in r["with"][:WITH_SHOWN])

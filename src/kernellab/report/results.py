@@ -70,6 +70,7 @@ def _row(flip: dict[str, Any], metrics: list[str]) -> dict[str, Any]:
         row["with"] = flip["also_changed"]
     if flip.get("not_affected"):
         row["inactive_on_emulated_cpu"] = flip["not_affected"]
+        row["mitigates"] = flip["flaws"]   # more than the inactive ones: partly inactive
     return row
 
 
