@@ -101,10 +101,16 @@ def summary(states: dict[str, str]) -> str:
     return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in groups.items())
 
 
+def wholly_inactive(flaws: list[str], not_affected: list[str]) -> bool:
+    """No flaw the flip's mitigations are for ran (no flaws known, as in an older results
+    file: the inactive ones are all there is to say)."""
+    return set(not_affected) >= set(flaws)
+
+
 def note(flaws: list[str], not_affected: list[str]) -> str:
-    """The same caveat in a table cell's few words."""
+    """The caveat below in a table cell's few words."""
     said = f"{', '.join(not_affected)} not affected"
-    if set(not_affected) >= set(flaws):
+    if wholly_inactive(flaws, not_affected):
         return f"inactive on the emulated CPU ({said})"
     return f"partly inactive on the emulated CPU ({said}; the rest ran)"
 
@@ -112,6 +118,6 @@ def note(flaws: list[str], not_affected: list[str]) -> str:
 def caveat(flaws: list[str], not_affected: list[str]) -> str:
     """The caveat of a mitigation's measured cost where the kernel never ran (all of) it."""
     said = f"the kernel reported the CPU not affected by {', '.join(not_affected)}"
-    if set(not_affected) == set(flaws):
+    if wholly_inactive(flaws, not_affected):
         return f"inactive on the emulated CPU ({said}): this is not the mitigation's cost"
     return f"partly inactive on the emulated CPU ({said}): only the rest of it was measured"

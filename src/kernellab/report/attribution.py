@@ -79,7 +79,7 @@ def sweep_text(r: dict[str, Any]) -> str:
                         if c.get("ci_low_pct") is not None else "")
             delta = "-" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f}%"
             inactive = ("  inactive on the emulated CPU" if f.get("not_affected") and
-                        set(f["not_affected"]) == set(f["flaws"]) else "")
+                        vulnerabilities.wholly_inactive(f["flaws"], f["not_affected"]) else "")
             lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']}){inactive}")
     lines.append("\nwhat each flip really changed:")
     for f in r["flips"]:
