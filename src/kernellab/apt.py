@@ -1,6 +1,7 @@
-"""Debian packages as files: downloaded with `apt-get download` and unpacked with
-`dpkg-deb -x` into kernellab's cache. Nothing is installed (a kernel package's hooks would
-write /boot and run update-initramfs) and no root privileges are needed.
+"""Debian packages as files: downloaded with `apt-get download` and unpacked into
+kernellab's cache as `dpkg-deb -x` would, by kernellab.archive (which lets nothing in a
+package write outside the directory it unpacks into). Nothing is installed (a kernel
+package's hooks would write /boot and run update-initramfs) and no root privileges are needed.
 
 Used for Debian's prebuilt kernels (kernellab.prebuilt) and for the tests' ssh guest.
 """
@@ -14,6 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import archive
 from .errors import LabError
 from .proc import require_tool
 
@@ -79,7 +81,7 @@ def unpack(debs: Sequence[Path], dest: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
         for deb in debs:
-            _checked(["dpkg-deb", "-x", str(deb), str(tmp)])
+            archive.extract_deb(deb, tmp, f"remove {deb} so that it is downloaded again")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

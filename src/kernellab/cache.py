@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,10 +114,11 @@ def summary(found: list[Entry]) -> list[Kind]:
     return sorted(kinds.values(), key=lambda k: -k.bytes)
 
 
-def select(found: list[Entry], older_than_days: float | None = None, source_hash: str | None = None,
+def select(found: list[Entry], older_than_days: float | None = None, source_hashes: Sequence[str] | None = None,
            unused: bool = False, now: float | None = None) -> list[Entry]:
-    """The prunable entries every given criterion picks."""
-    if older_than_days is None and source_hash is None and not unused:
+    """The prunable entries every given criterion picks; `source_hashes`: the content
+    hashes of one source (sources.identify), whose trees and build trees are named by them."""
+    if older_than_days is None and source_hashes is None and not unused:
         raise LabError("cache prune: say what to prune: --older-than DAYS, --source SPEC or --unused")
     now = time.time() if now is None else now
     picked = []
@@ -125,12 +127,16 @@ def select(found: list[Entry], older_than_days: float | None = None, source_hash
             continue
         if older_than_days is not None and now - e.modified < older_than_days * DAY_S:
             continue
-        if source_hash is not None and not (e.kind in ("sources", "build") and source_hash[:12] in e.path.name):
+        if source_hashes is not None and not (e.kind in ("sources", "build") and _named_by(e, source_hashes)):
             continue
         if unused and e.used_by:
             continue
         picked.append(e)
     return picked
+
+
+def _named_by(entry: Entry, hashes: Sequence[str]) -> bool:
+    return any(h[:12] in entry.path.name for h in hashes if h)
 
 
 def remove(picked: list[Entry]) -> int:

@@ -6,9 +6,12 @@ import argparse
 import contextlib
 import csv
 import datetime
+import difflib
 import gc
 import io
 import json
+import math
+import os
 import shlex
 import sys
 import time
@@ -23,6 +26,7 @@ from . import (
     __version__,
     arches,
     cache,
+    datafile,
     doctor,
     gate,
     modes,
@@ -37,6 +41,7 @@ from . import (
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .config.dotconfig import differing
+from .config.resolve import base_file_warnings
 from .errors import LabError
 from .experiments import audit_measure, compare, executor, floor, lab, lava, profiling, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
@@ -61,11 +66,13 @@ from .report import (
     explanation,
     html,
     junit,
+    reading,
     render,
     studyreport,
 )
 from .report.model import check_readable
 from .report.results import RESULTS_FORMAT
+from .report.terminal import GuardedOutput, OutputLost, printable, printable_tree
 from .size import objects as size_objects
 from .size import symbols as size_symbols
 from .size import view as size_view
@@ -82,7 +89,7 @@ REPORT_FORMATS = ("table", "markdown", "json", "csv", "html", "junit")
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_REGRESSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = ("exit status: 0 ok; 1 a run failed: a panic, a hang, a crash (wins over 3); 2 usage or input "
               "error, a config that does not build among them; 3 a --fail-on or --fail-on-regression rule "
-              "broken; 130 interrupted")
+              "broken; 130 interrupted; 141 the output's reader went away (| head)")
 
 
 def _log(message: str) -> None:
@@ -113,6 +120,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.arch = args.arch or v.arch
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
     rules = _gate_rules(args)
+    if rules:   # before anything is measured: a gate with nothing to compare never passes
+        gate.need_a_comparison(len(exp.variants))
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
@@ -145,13 +154,16 @@ def _gate_rules(args: argparse.Namespace) -> list[gate.Rule]:
 def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conclusion.NoiseFloor,
                      args: argparse.Namespace) -> int:
     """Writes the report, then says which rules broke: EXIT_REGRESSION when any did."""
-    checks = gate.check(report, rules, floor) if rules else []
+    # Names and reasons come from a report file or the store (a console's words): made
+    # printable before any view or verdict shows them. JSON escapes them itself, as they are.
+    shown = printable_tree(report)
+    checks = gate.check(shown, rules, floor) if rules else []
     if args.format == "junit":
-        text = junit.render(report, checks)
+        text = junit.render(shown, checks)
     elif args.format == "html":
-        text = html.compare_page(report, floor)
+        text = html.compare_page(shown, floor)
     else:
-        text = render(report, args.format, args.all)
+        text = render(report if args.format == "json" else shown, args.format, args.all)
     _output(text, args.output)
     broken = [c for c in checks if c.broken]
     for c in broken:
@@ -208,13 +220,17 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(p.config.text)
         return 0
+    # The same warnings compare gives: a base file olddefconfig rewrote is not "kept".
+    warnings = base_file_warnings(p.source, p.profile, p.toolchain, p.spec.base)
     d = {"variant": p.spec.name, "source_version": p.source.version, "config_hash": p.config.hash,
-         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": p.config.dropped}
+         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": p.config.dropped,
+         "base_warnings": warnings}
     if args.format == "json":
         sys.stdout.write(_json(d))
     else:
         lines = [f"{p.spec.name}: Linux {p.source.version}, config {p.config.hash[:12]}"]
-        lines += [f"  {line}" for line in _dropped_lines(p.config.dropped)] or ["  every request kept"]
+        lines += [f"  {line}" for line in _dropped_lines(p.config.dropped) + [f"warning: {w}" for w in warnings]]
+        lines += [] if len(lines) > 1 else ["  every request kept"]
         sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -223,11 +239,22 @@ _RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "l
                 "reason")
 
 
+def _run_text(value: Any, fmt: str) -> str | None:
+    """A text column of the store as `runs` prints it: a guest's or another program's words,
+    made printable for a terminal (JSON escapes them itself); NULL as nothing."""
+    if value is None:
+        return None if fmt == "json" else ""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return text if fmt == "json" else printable(text)
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     store = _store(args)
-    rows = [{k: r[k] for k in _RUN_COLUMNS} for r in store.runs(args.limit)]
-    for r in rows:
-        r["started"] = datetime.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M:%S")
+    rows: list[dict[str, Any]] = []
+    for found in store.runs(args.limit):   # the store refuses a run whose start is not a time
+        row = {k: found[k] if k in ("id", "samples") else _run_text(found[k], args.format) for k in _RUN_COLUMNS}
+        row["started"] = datetime.datetime.fromtimestamp(found["started"]).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append(row)
     if args.format == "json":
         sys.stdout.write(_json(rows))
     elif args.format == "csv":
@@ -251,7 +278,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     text = _store(args).run_log(args.run_id)
     if text is None:
         raise LabError(f"no console log for run {args.run_id}: see `kernellab runs`")
-    sys.stdout.write(text)
+    sys.stdout.write(printable(text))   # what the guest printed, escape sequences shown, not obeyed
     return 0
 
 
@@ -325,7 +352,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = audit.audit(tree, rules_for(args.profile), args.profile)
     measured = None
     if args.measure:
-        text = Path(args.config).read_text(errors="replace")
+        text = datafile.read_text(Path(args.config), "config")
         measured = audit_measure.measure(_store(args), report, audit.applicable(tree, report), args.config, text,
                                          args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH, args.mode,
                                          args.runs, log=_log).to_dict()
@@ -454,11 +481,7 @@ def cmd_cite(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    try:
-        report = json.loads(Path(args.report).read_text())
-    except (OSError, ValueError) as exc:
-        raise LabError(f"cannot read a report from {args.report}: {exc}; "
-                       "write one with `kernellab compare --format json -o FILE`") from None
+    report = reading.load_json(Path(args.report), "write one with `kernellab compare --format json -o FILE`")
     rules = _gate_rules(args)
     # A study's report and a results file render as they are; only a compare report is gated.
     kind = str(report.get("format")) if isinstance(report, dict) else ""
@@ -469,7 +492,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if rules:
             raise LabError(f"{args.report} is {what}; the gate reads a compare report "
                            "(kernellab compare --format json -o FILE)")
-        _output(view.render(view.check_readable(report, args.report, args.format), args.format), args.output)
+        readable = view.check_readable(report, args.report, args.format)
+        _output(view.render(readable if args.format == "json" else printable_tree(readable), args.format), args.output)
         return 0
     report = check_readable(report, args.report)
     if args.format == "results":
@@ -508,10 +532,11 @@ def cmd_cache_show(args: argparse.Namespace) -> int:
 
 
 def cmd_cache_prune(args: argparse.Namespace) -> int:
-    source_hash = sources.resolve(args.source).content_hash if args.source else None
+    # Identified, not prepared: pruning (and its dry run) installs, extracts and runs nothing.
+    source_hashes = sources.identify(args.source) if args.source else None
     with paths.alone():
         found = cache.entries(_store_if_any(args), args.recent)
-        picked = cache.select(found, args.older_than, source_hash, args.unused)
+        picked = cache.select(found, args.older_than, source_hashes, args.unused)
         for e in picked:
             _log(f"{'would remove' if args.dry_run else 'removing'} {e.kind}/{e.path.name} ({cache.human(e.bytes)})")
         freed = sum(e.bytes for e in picked) if args.dry_run else cache.remove(picked)
@@ -623,6 +648,7 @@ def cmd_man(args: argparse.Namespace) -> int:
 
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
+    lava.check_job_options(args.device_type, args.artifact_url, args.console, args.timeout)  # before a build
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, _store(args), log=_log)
     initrd = lab.initramfs_for(p)
@@ -636,13 +662,16 @@ def cmd_lava_job(args: argparse.Namespace) -> int:
 
 
 def cmd_import_lava(args: argparse.Namespace) -> int:
+    lava.check_device_type(args.device_type)
     log = read_log(Path(args.log))  # a log that is none fails before any build
+    lava.check_records(log)
     job = lava.job_id(log, args.job_id)
     store = _store(args)
     earlier = lava.imported_run(store, job)
-    if earlier is not None:
-        print(f"job {job} already imported as run {earlier}")
-        return 0
+    if earlier is not None:   # says what the first import said: the job's run failed, or not
+        status = lava.imported_status(store, earlier)
+        print(f"job {job} already imported as run {earlier}" + ("" if status == "ok" else f" ({status})"))
+        return 0 if status == "ok" else 1
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, store, log=_log)
     outcome = lava.import_log(p, build, store, log, args.device_type, job, lab.initramfs_for(p))
@@ -661,6 +690,18 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+# SQLite's integers are 64-bit: a larger count or run id is a usage error, not an overflow.
+MAX_SQL_INT = 2**63 - 1
+
+
+def _row_count(text: str) -> int:
+    """A run id or a number of rows: at least 1, at most what SQLite holds."""
+    value = _at_least_one(text)
+    if value > MAX_SQL_INT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SQL_INT}, got {text}")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -668,7 +709,37 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not value > 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    if not math.isfinite(value):  # a timeout or a number of days that never comes is no value
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def _given(text: str) -> str:
+    """An option's value that must say something: an empty --source, --arch, --store or
+    --cluster would otherwise quietly mean the default (Debian's source, the local run)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (leave the option out for its default)")
+    return text
+
+
+def _arch(text: str) -> str:
+    """An arch profile's name: only the shipped profiles (an arch is never a path)."""
+    _given(text)
+    if text not in arches.available():
+        raise argparse.ArgumentTypeError(f"unknown arch {text!r}: use one of {', '.join(arches.available())}")
+    return text
+
+
+def _agent_metric(text: str) -> str:
+    """A metric of the catalog that the agent runs: checked before anything is built, and
+    never a word that could add to the kernel command line it is passed on."""
+    from .metrics.catalog import catalog
+    known = sorted(m.name for m in catalog().values() if m.source == "agent")
+    if text not in known:
+        close = difflib.get_close_matches(text, known, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else "see src/kernellab/metrics/metrics.toml"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a metric the agent runs: {hint}")
+    return text
 
 
 def _rule(text: str) -> gate.Rule:
@@ -694,10 +765,10 @@ def parser() -> argparse.ArgumentParser:
                                   epilog=EXIT_CODES)
     top.add_argument("--version", action="version", version=f"kernellab {__version__}")
     store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
-    top.add_argument("--store", default=None, help=store_help)
+    top.add_argument("--store", type=_given, default=None, help=store_help)
     # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
+    common.add_argument("--store", type=_given, default=argparse.SUPPRESS, help=store_help)
     sub = top.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, func: Callable[[argparse.Namespace], int],
@@ -709,14 +780,14 @@ def parser() -> argparse.ArgumentParser:
     def cluster_opts(p: argparse.ArgumentParser) -> None:
         cl = p.add_mutually_exclusive_group()
         cl.add_argument("--workers", type=_at_least_one, help="build and boot on a local Dask cluster of N workers")
-        cl.add_argument("--cluster", metavar="ADDRESS",
+        cl.add_argument("--cluster", type=_given, metavar="ADDRESS",
                         help="build and boot on the Dask scheduler at ADDRESS (tls://HOST:PORT, or this host's)")
 
     def variant_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--source", default=None,
+        p.add_argument("--source", type=_given, default=None,
                        help=f"kernel source: debian:6.1, debian:6.12, the path of a kernel tree or of a "
                             f"linux-X.Y.tar.xz (.tar.gz, .tar.bz2), or git:PATH@REF (default {DEFAULT_SOURCE})")
-        p.add_argument("--arch", default=None,
+        p.add_argument("--arch", type=_arch, default=None,
                        help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
 
     def machine_opts(p: argparse.ArgumentParser, what: str) -> None:
@@ -803,11 +874,11 @@ def parser() -> argparse.ArgumentParser:
     format_opt(r, "table", "json")
 
     runs = command("runs", "list past runs", cmd_runs)
-    runs.add_argument("--limit", type=_at_least_one, default=50)
+    runs.add_argument("--limit", type=_row_count, default=50)
     format_opt(runs, "table", "json", "csv")
 
     lg = command("log", "print the console log of a run", cmd_log)
-    lg.add_argument("run_id", type=int)
+    lg.add_argument("run_id", type=_row_count)
 
     d = command("doctor", "check the external tools kernellab uses", cmd_doctor)
     format_opt(d, "table", "json")
@@ -900,7 +971,7 @@ def parser() -> argparse.ArgumentParser:
     sr = command("run", "run a study: its table, the split into code and config, its sweep, its summary",
                  cmd_study_run, st_sub)
     sr.add_argument("study", help="a study's name (kernellab study list) or the path of a study .toml file")
-    sr.add_argument("--arch", action="append", default=None,
+    sr.add_argument("--arch", type=_arch, action="append", default=None,
                     help="run on this arch only (repeatable; default: the study's arches)")
     mode_opt(sr, None)
     runs_opt(sr, "boots per variant (default: the mode's)")
@@ -923,14 +994,15 @@ def parser() -> argparse.ArgumentParser:
     cs = command("show", "each part of the cache: entries, size, how many the store's recent runs used",
                  cmd_cache_show, ca_sub)
     cs.add_argument("--all", action="store_true", help="list every entry, not only the totals per kind")
-    cs.add_argument("--recent", type=_at_least_one, default=50, help="how many recent runs count as using (50)")
+    cs.add_argument("--recent", type=_row_count, default=50, help="how many recent runs count as using (50)")
     format_opt(cs, "table", "json")
     cp = command("prune", "remove source trees, build trees, artifacts and images: those every criterion given "
                           "picks; never while another kernellab command runs", cmd_cache_prune, ca_sub)
     cp.add_argument("--older-than", type=_positive, metavar="DAYS", help="not built or used for DAYS days")
-    cp.add_argument("--source", help="the source tree and build trees of this source (debian:6.12, a path, ...)")
+    cp.add_argument("--source", type=_given,
+                    help="the source tree and build trees of this source (debian:6.12, a path, ...)")
     cp.add_argument("--unused", action="store_true", help="not used by the store's recent runs (see --recent)")
-    cp.add_argument("--recent", type=_at_least_one, default=50, help="how many recent runs count as using (50)")
+    cp.add_argument("--recent", type=_row_count, default=50, help="how many recent runs count as using (50)")
     cp.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
 
     lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
@@ -961,7 +1033,8 @@ def parser() -> argparse.ArgumentParser:
                  "(CONFIG_PROFILING, profile=2) on two variants, functions by change of share", cmd_profile)
     pr.add_argument("a", metavar="A", help="a variant, as compare takes it (built with CONFIG_PROFILING=y added)")
     pr.add_argument("b", metavar="B", help="the variant to set beside it")
-    pr.add_argument("--metric", required=True, help="the agent metric to run while profiling, e.g. syscall.null")
+    pr.add_argument("--metric", type=_agent_metric, required=True,
+                    help="the agent metric to run while profiling, e.g. syscall.null")
     pr.add_argument("--repeats", type=_at_least_one, default=51,
                     help="the metric's repeats: more ticks, a finer profile (default 51)")
     pr.add_argument("--top", type=_at_least_one, default=20, help="functions to show")
@@ -984,17 +1057,66 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+# A reader that went away (`kernellab runs | head -1`) ends kernellab as it ends any Unix
+# tool, by SIGPIPE, which a shell reports as 128 + 13: quietly, and under `set -o pipefail`
+# a failure as with any other tool, so that a gate whose report was cut off never reads as 0.
+EXIT_READER_GONE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Every write to stdout, --help's included, goes through the guard: an error of the
+    # output itself is handled here, once, and told apart from every other OSError.
+    stdout, sys.stdout = sys.stdout, GuardedOutput(sys.stdout)
+    try:
+        return _main(argv)
+    except OutputLost as exc:
+        _discard_output(stdout)
+        if exc.reader_gone:
+            return EXIT_READER_GONE
+        # Runs were committed to the store as they were measured: none is lost with the output.
+        print(f"kernellab: error: cannot write the output: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        sys.stdout = stdout
+
+
+def _discard_output(stream: Any) -> None:
+    """What the output's buffer still holds would fail again when Python exits (an
+    'Exception ignored' on stderr): it goes to /dev/null instead, as the Python docs
+    advise for SIGPIPE."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):   # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
+    # A real command line cannot hold a NUL (execve's arguments are C strings); a caller
+    # in process can, and no path or word with one means anything.
+    if any("\0" in word for word in argv or ()):
+        print("kernellab: error: an argument holds a NUL character: remove it", file=sys.stderr)
+        return EXIT_USAGE
     args = parser().parse_args(argv)
     stop_on_signals()
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running
         with paths.in_use(), progress.display():
             code: int = args.func(args)
+        sys.stdout.flush()   # a full disk says so now, not in the interpreter's exit
         return code
     except LabError as exc:
-        print(f"kernellab: error: {exc}", file=sys.stderr)
+        # printable: a message quotes what it read (a lone surrogate in a JSON file cannot be written)
+        print(f"kernellab: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_status
+    except OSError as exc:   # a full disk where kernellab writes (the cache, mostly): one line
+        full = paths.no_space(exc)
+        if full is None:
+            raise
+        print(f"kernellab: error: {full}", file=sys.stderr)
+        return full.exit_status
     except KeyboardInterrupt as exc:
         why = exc.args[0] if exc.args else "Ctrl-C"
         print(f"kernellab: interrupted ({why}); every sample measured so far is in the store", file=sys.stderr)

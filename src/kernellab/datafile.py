@@ -34,11 +34,31 @@ def read_toml(path: Path | Traversable, origin: str | None = None) -> dict[str, 
     return parse_toml(text, origin)
 
 
+def is_file(path: Path, what: str) -> bool:
+    """Whether a user's path names a file; a path that cannot be looked at (a directory on
+    the way without search permission) is a one-line LabError, not False."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as exc:   # ValueError: a NUL in the path (from a file someone shared)
+        raise LabError(f"cannot read {what} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def read_text(path: Path, what: str) -> str:
+    """A user's text file (a .config, a fragment) whatever its encoding; a file that cannot
+    be read (no permission, a directory, gone) is a one-line LabError."""
+    try:
+        return path.read_text(errors="replace")
+    except (OSError, ValueError) as exc:   # ValueError: a NUL in the path
+        raise LabError(f"cannot read {what} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def parse_toml(text: str, origin: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LabError(f"{origin}: not valid TOML ({exc})") from None
+    except RecursionError:   # tomllib recurses once per nested array or inline table
+        raise LabError(f"{origin}: not valid TOML (arrays or tables nested too deep)") from None
 
 
 def load(schema: type[T], data: Any, origin: str) -> T:

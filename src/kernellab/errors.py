@@ -1,10 +1,6 @@
 """The one exception type the CLI turns into a one-line message."""
 
-import re
-
-# Messages quote what the user gave (a variant, a config line, a file name); a newline or
-# an escape sequence in it must neither break the message into lines nor reach the terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+from .printable import printable
 
 
 class LabError(Exception):
@@ -16,7 +12,9 @@ class LabError(Exception):
     exit_status = 2   # usage or input: see cli.EXIT_CODES
 
     def __init__(self, message: str = "", *rest: object) -> None:
-        super().__init__(_CONTROL.sub(lambda m: repr(m.group())[1:-1], str(message)), *rest)
+        # Messages quote what the user gave (a variant, a config line, a file name): a newline
+        # or an escape sequence in it must neither break the message nor reach the terminal.
+        super().__init__(printable(str(message), one_line=True), *rest)
 
 
 class RunLost(LabError):

@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from .elfsize import elf_file
 from .errors import LabError
 from .guest.records import RecordStream
 
@@ -64,8 +64,7 @@ class TextSymbols:
     def __init__(self, vmlinux: Path) -> None:
         rows: list[tuple[int, str]] = []
         start = None
-        with vmlinux.open("rb") as f:
-            elf = ELFFile(f)
+        with elf_file(vmlinux) as elf:
             executable = {i for i, s in enumerate(elf.iter_sections()) if s["sh_flags"] & 0x4}   # SHF_EXECINSTR
             for section in elf.iter_sections():
                 if not isinstance(section, SymbolTableSection):

@@ -16,12 +16,12 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths
+from . import archive, paths
 from .errors import LabError
 from .locks import locked
 from .proc import require_tool, run_checked
@@ -59,6 +59,46 @@ def resolve(spec: str) -> Source:
     if path.name.endswith(TARBALL_SUFFIXES):
         return _tarball(spec, path)
     raise LabError(f"unknown source {spec!r}: use {_choices()}")
+
+
+def identify(spec: str) -> list[str]:
+    """The content hashes a source's cache entries are named by, found without preparing
+    it: nothing is installed, extracted, checked out or run, and nothing is written (for
+    `cache prune`, whose dry run must change nothing). Usually one hash; for a Debian
+    source whose package is not installed, those of its extractions still in the cache."""
+    if spec.startswith("debian:"):
+        package = DEBIAN_SOURCES.get(spec.split(":", 1)[1])
+        if package is None:
+            raise LabError(f"unknown source {spec!r}: use {_choices()}")
+        tarball = Path(f"/usr/src/{package}.tar.xz")
+        return [_file_sha256_cached(tarball, remember=False)] if tarball.exists() else _extracted_hashes(package)
+    if spec.startswith("git:"):
+        repo_text, at, ref = spec.removeprefix("git:").rpartition("@")
+        commit = _git_out(Path(repo_text).expanduser().resolve(), "rev-parse", "--verify", "--quiet",
+                          f"{ref}^{{commit}}") if at and repo_text and ref else None
+        if commit is None:
+            raise LabError(f"source {spec!r}: no commit {ref!r} in the git repository {repo_text!r}: "
+                           "give git:PATH@REF")
+        return [commit]
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        tree = path.resolve()
+        if not (tree / "Makefile").exists() or not (tree / "Kconfig").exists():
+            raise LabError(f"{tree} is not a kernel source tree (no top-level Makefile and Kconfig)")
+        return [_tree_hash(tree)]
+    if path.name.endswith(TARBALL_SUFFIXES) and path.is_file():
+        return [_file_sha256_cached(path, remember=False)]
+    if path.name.endswith(TARBALL_SUFFIXES):
+        raise LabError(f"source {spec!r}: no such file: give the path of a kernel tarball (linux-X.Y.tar.xz)")
+    raise LabError(f"unknown source {spec!r}: use {_choices()}")
+
+
+def _extracted_hashes(package: str) -> list[str]:
+    """The hashes (their first 12 digits, which name cache entries) of the complete
+    extractions of a Debian package's tarball: named after it, PACKAGE-HASH12."""
+    where = paths.cache_root() / "sources"
+    found = sorted(where.glob(f"{package}-*")) if where.is_dir() else []
+    return [p.name.rsplit("-", 1)[1] for p in found if (p / MARKER).is_file()]
 
 
 def _choices() -> str:
@@ -105,7 +145,7 @@ def _extracted(tarball: Path, digest: str) -> tuple[Path, str]:
         dest = _extraction(sources, digest)
         if dest is None:
             dest = sources / f"{_stem(tarball)}-{digest[:12]}"
-            top = _extract(tarball, dest)
+            top = _extract(tarball, dest, digest)
             (dest / MARKER).write_text(json.dumps({"version": _kernelversion(dest / top), "tree": top,
                                                    "sha256": digest}))
     info = json.loads((dest / MARKER).read_text())
@@ -116,9 +156,19 @@ def _extracted(tarball: Path, digest: str) -> tuple[Path, str]:
 
 def _extraction(sources: Path, digest: str) -> Path | None:
     for candidate in sorted(sources.glob(f"*-{digest[:12]}")):
-        if not candidate.name.startswith(".") and (candidate / MARKER).exists():
+        if not candidate.name.startswith(".") and _marker_hash(candidate) in (digest, None):
             return candidate
     return None
+
+
+def _marker_hash(extraction: Path) -> str | None:
+    """The sha256 an extraction's marker names (None for markers older than it); "" if it
+    has no marker (an incomplete extraction) or one kernellab cannot read."""
+    try:
+        info = json.loads((extraction / MARKER).read_text())
+    except (OSError, ValueError):
+        return ""
+    return info.get("sha256") if isinstance(info, dict) else ""
 
 
 def _stem(tarball: Path) -> str:
@@ -138,50 +188,96 @@ def _install_package(package: str) -> None:
         raise LabError(f"could not install {package} ({last}): run `apt-get update && {' '.join(command)}`")
 
 
-def _file_sha256_cached(path: Path) -> str:
-    """Hashing a 140 MB tarball costs a second; remember it per (size, mtime)."""
-    st = path.stat()
-    index_path = paths.cache_root() / "source-hashes.json"
-    index: dict[str, str] = json.loads(index_path.read_text()) if index_path.exists() else {}
-    key = f"{path}:{st.st_size}:{st.st_mtime_ns}"
-    if key not in index:
-        h = hashlib.sha256()
+# The hashes of tarballs already read. Hashing a 140 MB tarball costs a second, so a file
+# whose inode still looks the same is not read again. "Looks the same" must not be
+# foolable: size and mtime are not enough (`touch -r` puts an old mtime back on a replaced
+# file of the same size). The key adds the device and inode (a file renamed over it is
+# another inode) and ctime, which the kernel sets at every change to the inode (a write, a
+# chmod, a utime) and which no user can set back. A file changed in the last seconds is not
+# remembered: ctime has the file system's clock tick, and a second change within the
+# tick of the first would keep it.
+_HASH_INDEX = "source-hashes.json"
+_HASH_INDEX_ENTRIES = 64
+_SETTLED_S = 2.0
+
+
+def _identity(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _hash_index() -> dict[str, str]:
+    try:
+        index = json.loads((paths.cache_root() / _HASH_INDEX).read_text())
+    except (OSError, ValueError):    # none yet, or damaged: hash again
+        return {}
+    if not isinstance(index, dict):
+        return {}
+    return {k: v for k, v in index.items() if isinstance(k, str) and isinstance(v, str) and len(v) == 64}
+
+
+def _file_sha256_cached(path: Path, remember: bool = True) -> str:
+    """The sha256 of a file; `remember`: note it in the cache (False: write nothing)."""
+    before = path.stat()
+    index = _hash_index()
+    key = _identity(before)
+    if key in index:
+        return index[key]
+    digest = _file_sha256(path)
+    settled = time.time() - before.st_ctime > _SETTLED_S and _identity(path.stat()) == key
+    if remember and settled:
+        index.pop(key, None)
+        index[key] = digest
+        kept = dict(list(index.items())[-_HASH_INDEX_ENTRIES:])
+        index_path = paths.cache_root() / _HASH_INDEX
+        tmp = index_path.with_name(f".{_HASH_INDEX}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(kept, indent=1))
+            tmp.replace(index_path)
+        except OSError:                  # a full disk: the file is hashed again next time
+            tmp.unlink(missing_ok=True)
+    return digest
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
         with path.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
-        index[key] = h.hexdigest()
-        tmp = index_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(index, indent=1))
-        tmp.replace(index_path)
-    return index[key]
+    except OSError as exc:
+        raise LabError(f"cannot read the tarball {path}: {exc.strerror or exc}") from None
+    return h.hexdigest()
 
 
-def _extract(tarball: Path, dest: Path) -> str:
+def _extract(tarball: Path, dest: Path, digest: str) -> str:
     """Extract into dest (via a staging directory, so no half tree is ever used); the name
-    of the one top-level directory, which must be a kernel tree."""
+    of the one top-level directory, which must be a kernel tree. The extraction goes
+    through kernellab.archive: nothing in the tarball can write outside the staging
+    directory, which is removed whatever goes wrong."""
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        with tarfile.open(tarball) as tar:
-            tar.extractall(staging, filter="tar")
-    except tarfile.ReadError:
+        extracted = archive.extract_tarball(tarball, staging, "give a kernel.org linux-X.Y tarball or "
+                                            "Debian's linux-source one")
+        if extracted != digest:
+            raise LabError(f"{tarball} changed while kernellab extracted it: run the command again "
+                           "once it is complete")
+        top = _kernel_tree_top(tarball, staging)
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        raise LabError(f"could not extract {tarball}: not a tar archive (plain, gzip, bzip2 or xz): "
-                       "give a linux-X.Y.tar.xz") from None
-    except (tarfile.TarError, OSError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        # tarfile's messages can span lines (one per compression it tried): the first says it.
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise LabError(f"could not extract {tarball}: {first}; check the file and free space in "
-                       f"{dest.parent}") from None
-    tops = [p for p in staging.iterdir()]
-    if len(tops) != 1 or not (tops[0] / "Makefile").is_file() or not (tops[0] / "Kconfig").is_file():
-        shutil.rmtree(staging, ignore_errors=True)
-        raise LabError(f"{tarball} does not hold one kernel tree (a directory with Makefile and Kconfig) "
-                       "at its top: give a kernel.org linux-X.Y tarball or Debian's linux-source one")
+        raise
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
+    return top
+
+
+def _kernel_tree_top(tarball: Path, staging: Path) -> str:
+    tops = [p for p in staging.iterdir()]
+    if len(tops) != 1 or tops[0].is_symlink() or not (tops[0] / "Makefile").is_file() \
+            or not (tops[0] / "Kconfig").is_file():
+        raise LabError(f"{tarball} does not hold one kernel tree (a directory with Makefile and Kconfig) "
+                       "at its top: give a kernel.org linux-X.Y tarball or Debian's linux-source one")
     return tops[0].name
 
 

@@ -26,6 +26,8 @@ from .errors import LabError
 from .guest import vulnerabilities
 
 SCHEMA_VERSION = 3
+# SQLite's integers: an id or a limit beyond them names no row (and would overflow).
+_MAX_SQL_INT = 2**63 - 1
 # What a store must have to be kernellab's (any version): anything else is someone else's file.
 CORE_TABLES = {"variants", "runs", "samples"}
 
@@ -148,6 +150,8 @@ class Store:
             # FULL would fsync every sample.
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._open_schema()
+            self.db.row_factory = sqlite3.Row
+            self.abandoned = self._mark_abandoned()
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc):
                 raise LabError(f"{self.path} is not a kernellab store (not an SQLite database, or a damaged "
@@ -157,8 +161,6 @@ class Store:
         except OSError as exc:
             raise LabError(f"cannot open the store at {self.path} ({exc}): "
                            "pass --store PATH in a writable directory") from None
-        self.db.row_factory = sqlite3.Row
-        self.abandoned = self._mark_abandoned()
         self._samples_written = 0
 
     def _open_schema(self) -> None:
@@ -171,6 +173,10 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise LabError(f"the store at {self.path} has schema version {version}; this kernellab "
                                f"reads up to {SCHEMA_VERSION}: upgrade kernellab or pass --store PATH")
+            if version < 0 or (0 < version < SCHEMA_VERSION and version not in MIGRATIONS):
+                raise LabError(f"the store at {self.path} has schema version {version}, which no kernellab "
+                               "wrote (changed by something else): move it away or pass --store PATH; "
+                               "kernellab never overwrites it")
             if version == 0:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
@@ -192,7 +198,7 @@ class Store:
         rows = self.db.execute("SELECT id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL"
                                " AND host = ?", (socket.gethostname(),)).fetchall()
         for run_id, owner in rows:
-            pid, started = (int(x) for x in owner.split())
+            pid, started = self._owner(run_id, owner)
             if reaper.alive(pid, started):
                 continue
             kept = self.db.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
@@ -202,6 +208,28 @@ class Store:
                           f"the {kept} sample(s) it stored are kept", time.time(), run_id))
             marked.append(run_id)
         return marked
+
+    def _owner(self, run_id: int, owner: Any) -> tuple[int, int]:
+        """A run's owner as kernellab writes it ('PID START'), or a LabError naming the row."""
+        try:
+            pid, started = (int(x) for x in str(owner).split())
+            return pid, started
+        except ValueError:
+            raise self._damaged(run_id, "owner", owner) from None
+
+    def _damaged(self, run_id: int, column: str, value: Any) -> LabError:
+        return LabError(f"the store at {self.path}: run {run_id} has {column} = {str(value)[:40]!r}, which "
+                        "kernellab never writes (the file was changed by something else): correct or delete "
+                        f"that row (sqlite3 {self.path}), or pass --store PATH")
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Every read goes through here: a store damaged under a running kernellab (a page
+        gone bad, a table altered) is one line naming the file, never a traceback."""
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise LabError(f"cannot read the store at {self.path} ({exc}): move it away or pass "
+                           "--store PATH") from None
 
     def _tables(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -302,12 +330,14 @@ class Store:
     # -- reading ---------------------------------------------------------------------
 
     def run(self, run_id: int) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        return row
+        if not -_MAX_SQL_INT <= run_id <= _MAX_SQL_INT:
+            return None
+        rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+        return rows[0] if rows else None
 
     def run_samples(self, run_id: int) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT metric, unit, rep, iters, value, seq FROM samples WHERE run_id=?"
-                               " ORDER BY id", (run_id,)).fetchall()
+        return self._query("SELECT metric, unit, rep, iters, value, seq FROM samples WHERE run_id=?"
+                           " ORDER BY id", (run_id,))
 
     def run_metrics(self, run_id: int) -> dict[str, list[float]]:
         """metric -> the run's samples of it, in the order they arrived."""
@@ -318,34 +348,47 @@ class Store:
 
     def run_unavailable(self, run_id: int) -> dict[str, str]:
         """metric -> why the run could not measure it."""
-        return {row["metric"]: row["reason"] for row in self.db.execute(
+        return {row["metric"]: row["reason"] for row in self._query(
             "SELECT metric, reason FROM unavailable WHERE run_id=? ORDER BY id", (run_id,))}
 
     def runs(self, limit: int = 50) -> list[sqlite3.Row]:
-        return self.db.execute(
+        """The latest runs, newest first; a row whose start is not a time is refused, named."""
+        rows = self._query(
             "SELECT r.id, r.started, r.ended, r.mode, r.status, r.reason, r.target,"
-            " coalesce(json_extract(r.target_info, '$.label'), r.target) AS label, v.name,"
+            # target_info that is not JSON (edited) is no label, rather than an SQL error
+            " coalesce(CASE WHEN json_valid(r.target_info) THEN json_extract(r.target_info, '$.label') END,"
+            " r.target) AS label, v.name,"
             " v.arch, s.version, (SELECT count(*) FROM samples WHERE run_id=r.id) AS samples"
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
-            " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
+            " ORDER BY r.id DESC LIMIT ?", (min(limit, _MAX_SQL_INT),))
+        for row in rows:
+            started = row["started"]
+            # What time.time() wrote: a number of seconds a date can be made of (0 to year 9999).
+            if isinstance(started, bool) or not isinstance(started, (int, float)) or not 0 <= started < 2.5e11:
+                raise self._damaged(row["id"], "started", started)
+        return rows
 
     def finished_runs(self, build_key: str, mode: str, options_key: str) -> list[int]:
         """Earlier successful runs of this very kernel with these run options: what lets an
         interrupted bisect or sweep resume without redoing its probes."""
-        return [row["id"] for row in self.db.execute(
+        return [row["id"] for row in self._query(
             "SELECT id FROM runs WHERE build_key=? AND mode=? AND status='ok' AND options_key=?"
             " ORDER BY id", (build_key, mode, options_key))]
 
-    def run_for_target(self, target: str, key: str, value: str) -> int | None:
-        """The first run on `target` whose target details say key=value (a LAVA job id):
-        what keeps a job imported twice from counting twice."""
-        row = self.db.execute("SELECT id FROM runs WHERE target=? AND"
-                              " json_extract(target_info, '$.details.' || ?) = ? ORDER BY id LIMIT 1",
-                              (target, key, value)).fetchone()
-        return int(row["id"]) if row else None
+    def run_for_target(self, target: str, key: str, value: str, unless: tuple[str, ...] = ()) -> int | None:
+        """The first run on `target` whose target details say key=value (a LAVA job id),
+        its status not one of `unless`: what keeps a job imported twice from counting
+        twice, while a failed import can be tried again."""
+        rows = self._query("SELECT id FROM runs WHERE target=? AND"
+                           " json_extract(target_info, '$.details.' || ?) = ?"
+                           f" AND status NOT IN ({','.join('?' * len(unless))}) ORDER BY id LIMIT 1",
+                           (target, key, value, *unless))
+        return int(rows[0]["id"]) if rows else None
 
     def run_logs(self, run_id: int, kind: str) -> list[str]:
-        return [row["text"] for row in self.db.execute(
+        if not -_MAX_SQL_INT <= run_id <= _MAX_SQL_INT:
+            return []
+        return [_text(row["text"]) for row in self._query(
             "SELECT text FROM logs WHERE run_id=? AND kind=? ORDER BY id", (run_id, kind))]
 
     def run_vulnerabilities(self, run_id: int) -> dict[str, str]:
@@ -355,3 +398,11 @@ class Store:
     def run_log(self, run_id: int, kind: str = "console") -> str | None:
         logs = self.run_logs(run_id, kind)
         return logs[0] if logs else None
+
+
+def _text(value: Any) -> str:
+    """A log as text, whatever the column holds: a console's bytes that are not UTF-8
+    (stored as a BLOB by something else) decoded with replacement, NULL as nothing."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return "" if value is None else str(value)

@@ -120,6 +120,8 @@ def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None) -> FakeLab
         (shared / name).mkdir(parents=True, exist_ok=True)
         (cache / name).symlink_to(shared / name, target_is_directory=True)
     monkeypatch.setenv("KERNELLAB_CACHE", str(cache))
+    # The key that seals kernellab's own cache files lives in the user's state directory.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("KERNELLAB_FAKE_PYTHON", sys.executable)  # kconfiglib for the tree's Makefile
     monkeypatch.delenv("FAKE_QEMU_SIGNAL_PARENT", raising=False)
     # The fake QEMU runs with this Python, whatever `python3` is on PATH.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from .. import datafile
 from ..errors import LabError
@@ -82,14 +83,25 @@ class ArchProfile:
         return self.qemu
 
 
+def _shipped() -> dict[str, Traversable]:
+    """The profiles this package ships, by name: the only arches there are. An arch is a
+    name, never a path: `--arch some/dir/x` or `arch = "../studies/y"` in a shared
+    experiment must not load a TOML file of someone's choosing (it names the QEMU binary
+    kernellab runs), so a name is looked up here, never joined to a directory."""
+    return {p.name.removesuffix(".toml"): p
+            for p in resources.files(__package__).iterdir() if p.name.endswith(".toml")}
+
+
 def available() -> list[str]:
-    return sorted(p.name.removesuffix(".toml")
-                  for p in resources.files(__package__).iterdir() if p.name.endswith(".toml"))
+    return sorted(_shipped())
 
 
 def load(name: str) -> ArchProfile:
-    path = resources.files(__package__) / f"{name}.toml"
-    if not path.is_file():
+    path = _shipped().get(name)
+    if path is None:
         raise LabError(f"unknown arch {name!r}: use one of {', '.join(available())}")
     origin = f"arch profile {name}.toml"
-    return datafile.load(ArchProfile, datafile.read_toml(path, origin), origin)
+    profile = datafile.load(ArchProfile, datafile.read_toml(path, origin), origin)
+    if profile.name != name:   # the name goes into cache paths: it is the file's, checked
+        raise LabError(f"{origin}: name {profile.name!r} is not the file's name {name!r}")
+    return profile

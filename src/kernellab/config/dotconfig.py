@@ -16,6 +16,9 @@ _ASSIGN = re.compile(rf"^({_NAME})=(.*)$")
 _NOT_SET = re.compile(rf"^# ({_NAME}) is not set$")
 _VALUE = re.compile(r'^(y|m|n|-?[0-9]+|0[xX][0-9a-fA-F]+|"(?:[^"\\]|\\.)*")$')
 
+# Control characters but the tab: a CRLF file's \r is stripped with the line's end first.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
 EXPECTED = "expected CONFIG_NAME=value or '# CONFIG_NAME is not set'"
 
 
@@ -41,6 +44,13 @@ def parse_line(line: str, origin: str) -> Setting | None:
         return Setting(m.group(1), "n", origin)
     if text.startswith("#"):
         return None
+    control = _CONTROL.search(text)
+    if control:
+        # kconfig splits lines at \n only: a \r or another control character inside a line
+        # would let the line mean one thing here and another to kconfig (a second option
+        # smuggled inside a quoted value past the unknown-option check).
+        raise LabError(f"{origin}: a control character ({control.group()!r}) in "
+                       f"{_shorten(text)!r}: a config line holds printable text only")
     m = _ASSIGN.match(text)
     if not m:
         raise LabError(f"{origin}: {EXPECTED}, got {_shorten(text)!r}")
@@ -53,7 +63,8 @@ def parse_line(line: str, origin: str) -> Setting | None:
 
 def parse_settings(text: str, source: str) -> list[Setting]:
     settings = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \n, as kconfig reads them (str.splitlines also splits at \r, \v, \f...).
+    for number, line in enumerate(text.split("\n"), start=1):
         setting = parse_line(line, f"{source}:{number}")
         if setting is not None:
             settings.append(setting)

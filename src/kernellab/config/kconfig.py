@@ -19,9 +19,9 @@ Makefile exports (`make_environment`).
 
 A parse costs ~2 s on this machine's class of CPU: two thirds in the ~90 `$(shell,...)`
 calls of the Kconfig preprocessor (cc-option and friends run the compiler), the rest in
-kconfiglib. The parsed tree is pickled per source id, arch, compiler and kconfiglib version;
-loading it takes ~0.2 s. (Caching only the $(shell) outputs was measured too: it leaves a
-~0.5 s parse.)
+kconfiglib. The parsed tree is pickled per source id, arch, compiler and kconfiglib version,
+sealed with an HMAC under the user's private key (see _SEALED); loading it takes ~0.2 s.
+(Caching only the $(shell) outputs was measured too: it leaves a ~0.5 s parse.)
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import difflib
 import functools
 import gc
 import hashlib
+import hmac
 import os
 import pickle
 import re
@@ -92,7 +93,10 @@ def make_environment(source: Source, profile: ArchProfile, toolchain: Toolchain)
     USERCFLAGS or CLANG_FLAGS stay empty, as kernellab never sets them)."""
     cross = toolchain.cross_compile
     # As the Makefile runs it: no rustc, no text.
-    rustc = subprocess.run("rustc --version 2>/dev/null", shell=True, capture_output=True, text=True)
+    try:
+        rustc_version = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        rustc_version = ""
     return {
         "srctree": str(source.tree),
         "ARCH": profile.kernel_arch,
@@ -109,7 +113,7 @@ def make_environment(source: Source, profile: ArchProfile, toolchain: Toolchain)
         "BINDGEN": "bindgen",
         # The Makefile strips '#' from both: kconfig would read it as a comment.
         "CC_VERSION_TEXT": toolchain.version_text.replace("#", ""),
-        "RUSTC_VERSION_TEXT": rustc.stdout.strip().replace("#", ""),
+        "RUSTC_VERSION_TEXT": rustc_version.strip().replace("#", ""),
         # kconfiglib's documented hook for preprocessor functions (`functions` below).
         "KCONFIG_FUNCTIONS": __name__,
     }
@@ -119,7 +123,9 @@ def _shell(kconf: _Kconfig, _name: str, command: str) -> str:
     """$(shell,...) as kconfiglib runs it, but in a directory of kernellab's: cc-option makes
     and removes a .tmp_$$ directory where it runs (make's object tree, under make), which
     must not be the user's working directory."""
-    result = subprocess.run(command, shell=True, cwd=kconf.scratch, capture_output=True)
+    # The command is the Kconfig file's own shell text (a kernel source is trusted code), run
+    # by /bin/sh as make and kconfiglib run it; kernellab adds nothing to it.
+    result = subprocess.run(["/bin/sh", "-c", command], cwd=kconf.scratch, capture_output=True)
     stdout = result.stdout.decode(errors="replace")
     # kconfiglib's _shell_fn: the trailing newline dropped, the others turned into spaces.
     return "\n".join(stdout.splitlines()).rstrip("\n").replace("\n", " ")
@@ -432,8 +438,8 @@ def cache_path(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Pa
     probes look for (rustc, bindgen, pahole) is not noticed: delete the file to probe again."""
     compiler = hashlib.sha256(toolchain.version_text.encode()).hexdigest()[:8]
     version = ".".join(map(str, kconfiglib.VERSION))
-    return paths.cache_dir("kconfig") / (f"{source.id}-{profile.name}-{toolchain.id}-{compiler}-"
-                                         f"kconfiglib{version}-{_CACHE_FORMAT}.pickle")
+    return paths.cache_file("kconfig", f"{source.id}-{profile.name}-{toolchain.id}-{compiler}-"
+                                       f"kconfiglib{version}-{_CACHE_FORMAT}.pickle")
 
 
 def _parse(source: Source, profile: ArchProfile, toolchain: Toolchain, scratch: Path) -> _Kconfig:
@@ -447,11 +453,36 @@ def _parse(source: Source, profile: ArchProfile, toolchain: Toolchain, scratch: 
         raise LabError(f"cannot read the Kconfig of {source.spec}: {exc}") from None
 
 
+# A cache file: this header, the HMAC-SHA256 of the pickle under the user's private key
+# (kernellab.paths.private_key), then the pickle. Unpickling runs any code a pickle names
+# (a __reduce__ that calls os.system), and the cache directory may be writable by others
+# or copied from another machine: a pickle is loaded only when its HMAC proves this user's
+# kernellab wrote it; any other file is parsed over, never loaded.
+_SEALED = b"kernellab kconfig cache, hmac-sha256\n"
+_MAC_BYTES = hashlib.sha256().digest_size
+
+
+def _seal(data: bytes, key: bytes) -> bytes:
+    return _SEALED + hmac.new(key, data, hashlib.sha256).digest() + data
+
+
+def _unseal(sealed: bytes, key: bytes) -> bytes | None:
+    """The pickle, if its HMAC is the key's; else None."""
+    if not sealed.startswith(_SEALED):
+        return None
+    mac, data = sealed[len(_SEALED):len(_SEALED) + _MAC_BYTES], sealed[len(_SEALED) + _MAC_BYTES:]
+    return data if hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()) else None
+
+
 def _load_cached(path: Path) -> _Kconfig | None:
-    """None when there is no usable cache: a damaged or foreign file is parsed over."""
+    """None when there is no usable cache: a damaged, foreign or forged file is parsed over."""
+    key = paths.private_key()
     try:
-        data = path.read_bytes()
+        sealed = path.read_bytes() if key is not None else b""
     except OSError:
+        return None
+    data = _unseal(sealed, key) if key is not None else None
+    if data is None:
         return None
     try:
         with _gc_paused():
@@ -466,6 +497,10 @@ def _save(kconf: _Kconfig, path: Path) -> None:
     6.12 (each level takes ~100 bytes of C stack): pickle in a thread whose stack holds
     ten times that depth. Loading is iterative and needs none of this. A cache that cannot
     be written only costs the next command a parse."""
+    key = paths.private_key()
+    if key is None:
+        return   # a cache nobody could trust is not written
+
     def dump() -> None:
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(_PICKLE_DEPTH)
@@ -473,7 +508,7 @@ def _save(kconf: _Kconfig, path: Path) -> None:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             with _gc_paused():   # pickle's memo of a million entries would set it off again and again
                 data = pickle.dumps(kconf, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.write_bytes(data)
+            tmp.write_bytes(_seal(data, key))
             tmp.replace(path)
         except (OSError, RecursionError, pickle.PicklingError):
             pass

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .. import paths
+from .. import datafile, paths
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..locks import locked
@@ -51,15 +51,16 @@ class ResolvedConfig:
 
 
 def packaged_fragment(name: str) -> list[Setting]:
-    path = resources.files(__package__) / "fragments" / name
-    if not path.is_file():
+    # Looked up by name among the package's fragments, never joined to their directory.
+    path = {p.name: p for p in (resources.files(__package__) / "fragments").iterdir()}.get(name)
+    if path is None or not path.is_file():
         raise LabError(f"kernellab has no packaged fragment {name!r}")
     return parse_settings(path.read_text(), f"kernellab:{name}")
 
 
 def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
             base: str, settings: list[Setting]) -> ResolvedConfig:
-    workdir = paths.cache_dir("resolve", f"{source.id}-{profile.name}-{toolchain.id}")
+    workdir = paths.cache_dir("resolve", _tree_name(source, profile, toolchain))
     # Made of two resolutions of its own, before this one takes the lock.
     reduced = _debian_reduced(source, profile, toolchain) if base == REDUCED else None
     with locked(workdir):
@@ -86,6 +87,23 @@ def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
     return resolved
 
 
+def base_file_warnings(source: Source, profile: ArchProfile, toolchain: Toolchain | None, base: str) -> list[str]:
+    """What a user's own .config given as a base holds that this tree cannot (unknown
+    options, values of the wrong type, unmet dependencies): olddefconfig changes those, so
+    the resolved config is not the file. `resolve` and `compare` both say it from here."""
+    path = Path(base).expanduser()
+    if toolchain is None or base in BASES or not path.is_file():
+        return []
+    from .kconfig import open_tree  # kconfig resolves defconfigs with this module
+    return open_tree(source, profile, toolchain).load(path)
+
+
+def _tree_name(source: Source, profile: ArchProfile, toolchain: Toolchain) -> str:
+    """The name of a source, arch and compiler's directory in the cache: each name checked."""
+    return "-".join([paths.component("source id", source.id), paths.component("arch name", profile.name),
+                     paths.component("toolchain id", toolchain.id)])
+
+
 def _base(source: Source, profile: ArchProfile, toolchain: Toolchain, base: str,
           workdir: Path) -> tuple[str, list[Setting]]:
     """The base config text, and any settings that come with the base and must be checked."""
@@ -99,8 +117,8 @@ def _base(source: Source, profile: ArchProfile, toolchain: Toolchain, base: str,
     if base == "debian":
         return _debian_config(source, profile), []
     path = Path(base).expanduser()
-    if path.is_file():
-        text = path.read_text(errors="replace")
+    if datafile.is_file(path, "base config"):
+        text = datafile.read_text(path, "base config")
         parse_config(text, str(path))  # a malformed base is reported with its file:line
         return text, []
     raise LabError(f"unknown config base {base!r}: use one of {', '.join(BASES)} or a .config path")
@@ -120,7 +138,7 @@ def _debian_reduced(source: Source, profile: ArchProfile, toolchain: Toolchain) 
 
 def _make_base(source: Source, profile: ArchProfile, toolchain: Toolchain, target: str, workdir: Path) -> str:
     # Board defconfigs live in subdirectories (44x/bamboo_defconfig): flatten the name.
-    cached = workdir / f"base-{target.replace('/', '_')}.config"
+    cached = workdir / paths.component("config base", f"base-{target.replace('/', '_')}.config")
     if not cached.exists():
         _make(source, profile, toolchain, workdir, target)
         cached.write_text((workdir / ".config").read_text())
@@ -189,7 +207,7 @@ _SYMBOL = re.compile(r"^\s*(?:menu)?config\s+([A-Za-z0-9_]+)\s*$", re.M)
 
 def kconfig_symbols(source: Source) -> set[str]:
     """Every symbol any Kconfig file of the tree defines (all arches), cached per source."""
-    cache = paths.cache_dir("resolve") / f"{source.id}-symbols.json"
+    cache = paths.cache_file("resolve", f"{paths.component('source id', source.id)}-symbols.json")
     if cache.exists():
         return set(json.loads(cache.read_text()))
     names: set[str] = set()

@@ -16,7 +16,7 @@ from typing import Any
 from .. import arches, modes, progress
 from ..arches import BUILD_ONLY_NOTE
 from ..build import Build, build_key, cached_build
-from ..config import kconfig
+from ..config import resolve
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..report import render
@@ -110,7 +110,8 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         prepared = lab.prepare(spec, how.machine)
         for d in prepared.config.dropped:
             log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
-        for warning in _base_file_warnings(prepared):
+        for warning in resolve.base_file_warnings(prepared.source, prepared.profile, prepared.toolchain,
+                                                  prepared.spec.base):
             log(f"{spec.name}: warning: {warning}")
         records.append(VariantRecord(prepared))
     # Build-only variants (no QEMU machine for their arch) get build and size rows only.
@@ -334,12 +335,3 @@ def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[st
             if info.clock == "guest" and info.source == "agent" and info.valid_in(mode):
                 by_metric.setdefault(metric, {})[r.prepared.spec.name] = run_medians(per_run)
     return imprecise_metrics(by_metric)
-
-
-def _base_file_warnings(p: lab.Prepared) -> list[str]:
-    """What a user's own .config as a base holds that this tree cannot (unknown options,
-    unmet dependencies): olddefconfig changes those, and the user should know before
-    reading the answer."""
-    if p.toolchain is None or not Path(p.spec.base).is_file():
-        return []
-    return kconfig.open_tree(p.source, p.profile, p.toolchain).load(p.spec.base)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
-from .. import blast, modes, progress, reaper
+from .. import blast, datafile, modes, progress, reaper
 from .. import build as builder
 from ..build import Build
 from ..errors import LabError, RunLost
@@ -70,8 +70,15 @@ def connect(workers: int | None, address: str | None) -> Cluster:
 
 
 def _check_address(address: str) -> None:
-    url = urlparse(address if "://" in address else f"tcp://{address}")
-    host = url.hostname or ""
+    try:
+        url = urlparse(address if "://" in address else f"tcp://{address}")
+        host = url.hostname or ""
+        url.port   # noqa: B018  (parsed on reading: a port that is no number raises here)
+    except ValueError as exc:
+        raise LabError(f"--cluster {address}: not an address ({exc}): give tls://HOST:PORT, or HOST:PORT of "
+                       "this host") from None
+    if not host or any(c.isspace() or not c.isprintable() for c in address):
+        raise LabError(f"--cluster {address}: not an address: give tls://HOST:PORT, or HOST:PORT of this host")
     if url.scheme == "tls":
         return
     try:
@@ -163,8 +170,8 @@ def _reap() -> None:
 def shipped(spec: VariantSpec) -> dict[str, str]:
     """The files a variant names (a base config, fragments) as their text: a worker on
     another machine has none of the client's files. A probe's base is such a file too."""
-    return {name: Path(name).expanduser().read_text(errors="replace")
-            for name in [spec.base, *spec.fragments] if Path(name).expanduser().is_file()}
+    return {name: datafile.read_text(Path(name).expanduser(), "variant file")
+            for name in [spec.base, *spec.fragments] if datafile.is_file(Path(name).expanduser(), "variant file")}
 
 
 def _here(spec: VariantSpec, files: dict[str, str]) -> VariantSpec:

@@ -49,6 +49,7 @@ import yaml
 
 from ..build import Build
 from ..errors import LabError
+from ..guest.records import InvalidRecord, RecordStream
 from ..store import Store
 from ..targets.lava import LavaLog, LavaLogTarget
 from .lab import Prepared, RunOptions, RunOutcome, run
@@ -63,11 +64,43 @@ _KERNEL_TYPE_OF = {"Image": "image", "zImage": "zimage", "uImage": "uimage"}
 BOARD_ARGS = "printk.time=1 loglevel=7"
 END_PROMPT = "@KL seq=[0-9]+ t=end records=[0-9]+ #[0-9a-f]{8}"
 DEPLOY_MINUTES = 10
+# What the job's words may be. Each lands in a YAML value and, through LAVA's device
+# templates, in a bootloader command or the kernel's command line ("console={{ console_device
+# }},{{ baud_rate }}"): a space or a newline there would add arguments nobody asked for.
+_DEVICE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")   # LAVA's device-type names are slugs
+_CONSOLE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,31}")          # ttyS0, ttyAMA0, ttymxc1, hvc0
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://[!-~]+")                # printable, no whitespace
+# The kernel's and the agent's share of a boot (--timeout): a day is far more than any
+# kernellab run, and keeps the job's minutes a number LAVA takes.
+MAX_TIMEOUT_S = 24 * 3600.0
+
+
+def check_device_type(device_type: str) -> str:
+    if not _DEVICE_TYPE.fullmatch(device_type):
+        raise LabError(f"--device-type {device_type!r}: a LAVA device type is a name of letters, digits, - and _ "
+                       "(as `lavacli device-types list` shows it), e.g. beaglebone-black")
+    return device_type
+
+
+def check_job_options(device_type: str, artifact_url: str, console: str | None, timeout_s: float) -> None:
+    """The words `lava-job` puts in a job, refused before anything is built when they
+    would not stay the one value they are."""
+    check_device_type(device_type)
+    if console is not None and not _CONSOLE.fullmatch(console):
+        raise LabError(f"--console {console!r}: a serial console is a device name, like ttyS0 or ttyAMA0 "
+                       "(no spaces, no options: the device type gives the baud rate)")
+    if not _URL.fullmatch(artifact_url):
+        raise LabError(f"--artifact-url {artifact_url!r}: give the URL of a directory, like "
+                       "http://files.example/kernellab (no spaces or control characters)")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:   # also refuses nan
+        raise LabError(f"--timeout {timeout_s}: the seconds the kernel and the agent may take, more than 0 and "
+                       f"at most {MAX_TIMEOUT_S:.0f} (a day)")
 
 
 def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions, device_type: str,
                    artifact_url: str, console: str | None = None, kernel_type: str | None = None,
                    boot_method: str = "u-boot") -> dict[str, Any]:
+    check_job_options(device_type, artifact_url, console, options.timeout_s)
     url = artifact_url.rstrip("/")
     kernel: dict[str, Any] = {"url": f"{url}/{build.image.name}"}
     kernel_type = kernel_type or _KERNEL_TYPE_OF.get(build.image.name)
@@ -102,16 +135,49 @@ def job_yaml(job: dict[str, Any], p: Prepared, build: Build, initrd: Path, varia
     the import needs again (with the same source and arch) to find the same build."""
     again = shlex.join(["kernellab", "import-lava", "log.yaml", variant, "--device-type", job["device_type"],
                         "--source", p.spec.source, "--arch", p.spec.arch, "--job-id"])
-    header = (f"# Written by kernellab lava-job. Serve {build.image} and {initrd}\n"
-              f"# at the URLs below, submit this job, then import its log:\n"
-              f"#   lavacli jobs logs --raw JOB > log.yaml\n"
-              f"#   {again} JOB\n")
+    header = _comments([f"Written by kernellab lava-job. Serve {build.image} and {initrd}",
+                        "at the URLs below, submit this job, then import its log:",
+                        "  lavacli jobs logs --raw JOB > log.yaml",
+                        f"  {again} JOB"])
     body: str = yaml.safe_dump(job, sort_keys=False, default_flow_style=False, width=120)
     return header + body
 
 
+# What ends a line for YAML (and for an editor): any of these in a comment would start a
+# line of the job itself.
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _comments(lines: list[str]) -> str:
+    """YAML comment lines that stay comments: a control character in a variant or a path
+    is shown escaped, never a line break that would add keys to the job."""
+    return "".join("# " + _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], line) + "\n" for line in lines)
+
+
+# An import that was refused (an agent that is not this kernellab's) or that died midway
+# (killed, a crash) stored no result of the job: importing it again must go ahead.
+RETRYABLE = ("agent-mismatch", "interrupted")
+
+
 def imported_run(store: Store, job_id: str) -> int | None:
-    return store.run_for_target("lava", "job_id", job_id)
+    return store.run_for_target("lava", "job_id", job_id, unless=RETRYABLE)
+
+
+def imported_status(store: Store, run_id: int) -> str:
+    row = store.run(run_id)
+    return str(row["status"]) if row is not None else "gone"
+
+
+def check_records(log: LavaLog) -> None:
+    """Every agent record on the job's console, checked before anything is built or stored:
+    one intact record that no kernellab agent sends refuses the whole log (nothing half
+    stored). Damaged ones (line noise) are the session's to count."""
+    stream = RecordStream()
+    try:
+        for line in log.console():
+            stream.feed(line.text)
+    except InvalidRecord as exc:
+        raise LabError(f"{log.path}: {exc}") from None
 
 
 def job_id(log: LavaLog, given: str | None) -> str:
@@ -130,6 +196,8 @@ def job_id(log: LavaLog, given: str | None) -> str:
 def import_log(p: Prepared, build: Build, store: Store, log: LavaLog, device_type: str, job: str,
                initrd: Path) -> RunOutcome:
     """Stores the job's console as a run of the variant, through the measurement session."""
+    check_device_type(device_type)
+    check_records(log)
     deployed = [url.rsplit("/", 1)[-1] for url in log.downloads()]
     if deployed and initrd.name not in deployed:
         raise LabError(f"job {job} deployed {', '.join(deployed)}, not {initrd.name}, the agent initramfs "

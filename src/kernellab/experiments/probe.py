@@ -178,7 +178,7 @@ def base_file(text: str) -> Path:
     """A config's text as a file in this machine's cache, named by its content: the base
     every probe starts from (a probe's variant names its base by path), or on a Dask worker
     a file the client's variant names."""
-    path = paths.cache_dir("attribution") / f"base-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
+    path = paths.cache_file("attribution", f"base-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config")
     if not path.exists():
         path.write_text(text)
     return path

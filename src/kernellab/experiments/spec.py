@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -161,19 +162,37 @@ def check_groups(groups: list[str], where: str) -> list[str]:
 
 def _fragment_text(fragment: str) -> tuple[str, str]:
     path = Path(fragment).expanduser()
-    if path.is_file():
-        return str(path), path.read_text(errors="replace")
-    packaged = resources.files("kernellab.config") / "fragments" / f"{fragment}.config"
-    if packaged.is_file():
+    if datafile.is_file(path, "fragment"):
+        return str(path), datafile.read_text(path, "fragment")
+    # A packaged fragment is looked up by name, never joined to the package's directory:
+    # `../studies/debug-cost` must not read another file of the package as a fragment.
+    packaged = _packaged_fragments().get(fragment)
+    if packaged is not None:
         return f"kernellab:{fragment}", packaged.read_text()
     raise LabError(f"fragment {fragment!r} not found: give a file path or one of "
                    f"{', '.join(packaged_fragments())}")
 
 
-def packaged_fragments() -> list[str]:
+def _packaged_fragments() -> dict[str, Traversable]:
     folder = resources.files("kernellab.config") / "fragments"
-    return sorted(p.name.removesuffix(".config") for p in folder.iterdir()
-                  if p.name.endswith(".config") and not p.name.startswith("lab-minimal-"))
+    return {p.name.removesuffix(".config"): p for p in folder.iterdir() if p.name.endswith(".config")}
+
+
+def packaged_fragments() -> list[str]:
+    """The fragments a user names (the lab-minimal-* ones belong to the arch profiles)."""
+    return sorted(name for name in _packaged_fragments() if not name.startswith("lab-minimal-"))
+
+
+def _count(part: str, prefix: str, text: str, example: str) -> int:
+    """The N of `vcpus:N` or `devices:N`: ASCII digits only (str.isdigit takes `²`, which
+    int() refuses), and few enough of them that the range check sees a number."""
+    count = part.removeprefix(prefix)
+    if not _COUNT.fullmatch(count):
+        raise LabError(f"bad variant {text!r}: {part!r} needs a number of {example}")
+    return int(count)
+
+
+_COUNT = re.compile(r"[0-9]{1,9}")
 
 
 def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARCH) -> VariantSpec:
@@ -202,15 +221,9 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
         elif part.startswith("cc:"):
             toolchain = part.removeprefix("cc:")
         elif part.startswith("vcpus:"):
-            count = part.removeprefix("vcpus:")
-            if not count.isdigit():
-                raise LabError(f"bad variant {text!r}: {part!r} needs a number of virtual CPUs (vcpus:2)")
-            vcpus = int(count)
+            vcpus = _count(part, "vcpus:", text, "virtual CPUs (vcpus:2)")
         elif part.startswith("devices:"):
-            count = part.removeprefix("devices:")
-            if not count.isdigit():
-                raise LabError(f"bad variant {text!r}: {part!r} needs a number of extra devices (devices:100)")
-            devices = int(count)
+            devices = _count(part, "devices:", text, "extra devices (devices:100)")
         elif part.startswith("fs:"):
             fs = part.removeprefix("fs:")
         else:

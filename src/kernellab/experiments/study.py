@@ -185,6 +185,7 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
                            f"compare {v['name']} with `against` in a [[summary]]")
     for v in f.quick.variants:
         variant(v, "[quick] variants")
+    _check_config_of(f, origin)
     if f.quick.variants and not {f.baseline, f.subject} <= set(f.quick.variants):
         raise LabError(f"{origin}: [quick] variants must keep the baseline and the subject")
     for section in f.table:
@@ -207,6 +208,22 @@ def _check(f: StudyFile, names: list[str], origin: str) -> None:
             if c not in knowledge.CATEGORIES:
                 raise LabError(f"{origin}: sweep rules names category {c!r}, not one of "
                                f"{', '.join(knowledge.CATEGORIES)}")
+
+
+def _check_config_of(f: StudyFile, origin: str) -> None:
+    """Every `config-of:NAME` base names a variant of the study with a config of its own,
+    kept in the quick form wherever the variant that names it is: checked when the file is
+    read, so a bad one is a usage error (exit 2) before anything is built, not a failed arch."""
+    bases = {v.get("name"): v.get("base", "") for v in f.experiment.get("variant", []) if isinstance(v, dict)}
+    for name, base in bases.items():
+        if not isinstance(base, str) or not base.startswith(CONFIG_OF):
+            continue
+        other = base.removeprefix(CONFIG_OF)
+        if other not in bases or str(bases[other]).startswith(CONFIG_OF):
+            raise LabError(f"{origin}: variant {name}: base {base} names no variant of this study with a "
+                           "config of its own")
+        if f.quick.variants and name in f.quick.variants and other not in f.quick.variants:
+            raise LabError(f"{origin}: [quick] variants keep {name} and must keep {other}, whose config it is based on")
 
 
 @dataclass
@@ -383,7 +400,8 @@ def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experimen
                                "of its own")
             text = lab.prepare(other).config.text
             digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-            path = paths.cache_dir("studies") / f"{other.name}-{other.arch}-{digest}.config"
+            name = paths.component("variant name", other.name)
+            path = paths.cache_file("studies", f"{name}-{other.arch}-{digest}.config")
             if not path.exists():
                 path.write_text(text)
             log(f"{v.name}: {v.source} with the resolved config of {other.name} ({other.source}), "

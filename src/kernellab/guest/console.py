@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PRINTK_TIME = re.compile(r"^\[\s*(\d+\.\d+)\]\s?")
+# printk's "%5lu.%06lu": a longer number is no kernel's, and would not stay finite.
+PRINTK_TIME = re.compile(r"^\[\s*([0-9]{1,10}\.[0-9]{1,9})\]\s?")
 
 # (name, what to look for), in the order a healthy boot reaches them.
 MILESTONES = (
@@ -26,10 +27,12 @@ MILESTONES = (
 PANIC = re.compile(r"Kernel panic - not syncing")
 
 # "initcall pci_subsys_init+0x0/0x6d returned 0 after 1171 usecs" (initcall_debug)
-_INITCALL = re.compile(r"initcall (\S+?)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)?(?: \[[\w-]+\])? "
-                       r"returned (-?\d+) after (\d+) usecs")
-_MEMORY = re.compile(r"Memory: (\d+)K/(\d+)K available \((.*)\)")
-_MEMORY_FIELD = re.compile(r"(\d+)K ([a-z][a-z -]*)")
+# Numbers are ASCII digits of a bounded length (the kernel's are ints and longs): what
+# the store keeps must fit its 64-bit integers, whatever a console says.
+_INITCALL = re.compile(r"initcall (\S{1,200}?)(?:\+0x[0-9a-f]+/0x[0-9a-f]+)?(?: \[[\w-]+\])? "
+                       r"returned (-?[0-9]{1,10}) after ([0-9]{1,12}) usecs")
+_MEMORY = re.compile(r"Memory: ([0-9]{1,15})K/([0-9]{1,15})K available \((.*)\)")
+_MEMORY_FIELD = re.compile(r"(?<![0-9])([0-9]{1,15})K ([a-z][a-z -]*)")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 
     @KL seq=3 t=sample metric=syscall.null unit=ns rep=0 iters=4096 value=123.456 #1a2b3c4d
 
-The CRC-32 covers the payload exactly as printed. A line whose checksum, framing or
-fields do not check out is rejected, never turned into a number: on a serial console,
-kernel messages and line noise can land in the middle of a record.
+The CRC-32 covers the payload exactly as printed. A line whose checksum or framing does
+not check out is damaged (RecordError): on a serial console, kernel messages and line
+noise can land in the middle of a record, and it is rejected, never turned into a number.
+
+A record whose checksum fits but whose content no kernellab agent sends (a count past
+what the agent can print, a metric the catalog does not list, a unit other than the
+catalog's) is not line noise: it comes from another agent or a forged console, and is
+refused as a whole (InvalidRecord, a LabError): such a run or LAVA log is not stored.
 """
 
 from __future__ import annotations
@@ -14,8 +19,26 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from ..errors import LabError
+from ..metrics.catalog import catalog
+
 FRAME = re.compile(r"@KL (?P<payload>[ -~]*?) #(?P<crc>[0-9a-f]{8})\s*$")
 _TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*=[!-~]*$")
+# The agent formats a record into 512 bytes (agent/record.c), its NUL included.
+MAX_PAYLOAD = 511
+# seq, rep, iters, records: the agent's unsigned long, 32 bits on its 32-bit targets.
+MAX_COUNT = 2**32 - 1
+_COUNT = re.compile(r"[0-9]{1,10}")
+# What the agent's %.3f and %llu print, and Python's repr in the host's fixtures.
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,3})?")
+_TYPE = re.compile(r"[a-z]+")
+# /proc/meminfo's fields, as the agent sends them whole (agent/main.c: report_meminfo):
+# named by the kernel, so the catalog lists only those the reports show.
+_MEMINFO = re.compile(r"meminfo\.[A-Za-z0-9_.+/,-]+")
+_MEMINFO_UNITS = ("KiB", "count")
+# The profiler's records (agent/profile.c), field sets as it prints them.
+_PROF_FIELDS = ({"step", "buckets"}, {"b"}, {"done", "hits"})
+_PROF_PAIRS = re.compile(r"[0-9]{1,10}:[0-9]{1,10}(?:,[0-9]{1,10}:[0-9]{1,10})*")
 
 
 @dataclass(frozen=True)
@@ -26,7 +49,15 @@ class Record:
 
 
 class RecordError(ValueError):
-    """A line that looked like a record but could not be trusted."""
+    """A line that looked like a record but arrived damaged (framing, checksum)."""
+
+
+class InvalidRecord(LabError):
+    """An intact record (its checksum fits) that no kernellab agent sends."""
+
+    def __init__(self, problem: str, payload: str) -> None:
+        super().__init__(f"agent record refused, {problem}: {payload[:100]!r}; a kernellab agent never sends "
+                         "it: the console is not this kernellab's agent's (or was forged)")
 
 
 def frame(payload: str) -> str:
@@ -35,7 +66,8 @@ def frame(payload: str) -> str:
 
 
 def parse(line: str) -> Record | None:
-    """None for ordinary console lines; RecordError for a damaged record."""
+    """None for ordinary console lines; RecordError for a damaged record, InvalidRecord for
+    an intact one whose content is out of bounds."""
     start = line.find("@KL ")
     if start < 0:
         return None
@@ -45,33 +77,93 @@ def parse(line: str) -> Record | None:
     payload = m.group("payload")
     if zlib.crc32(payload.encode()) != int(m.group("crc"), 16):
         raise RecordError(f"checksum mismatch: {line.strip()[:80]!r}")
-    tokens = payload.split(" ")
-    if not all(_TOKEN.match(t) for t in tokens):
-        raise RecordError(f"malformed field in record: {payload[:80]!r}")
-    fields = dict(t.split("=", 1) for t in tokens)
-    try:
-        seq = int(fields.pop("seq"))
-        kind = fields.pop("t")
-    except (KeyError, ValueError):
-        raise RecordError(f"record without seq/t: {payload[:80]!r}") from None
-    if kind == "sample":
-        _check_sample(fields, payload)
+    if len(payload) > MAX_PAYLOAD:
+        raise InvalidRecord(f"{len(payload)} characters long (the agent's are at most {MAX_PAYLOAD})", payload)
+    fields = _fields(payload)
+    if "seq" not in fields or "t" not in fields:
+        raise InvalidRecord("without seq or t", payload)
+    seq = count(fields.pop("seq"), "seq", payload)
+    kind = fields.pop("t")
+    if not _TYPE.fullmatch(kind):
+        raise InvalidRecord(f"type t={kind}", payload)
+    _check(kind, fields, payload)
     return Record(seq, kind, fields)
 
 
+def _fields(payload: str) -> dict[str, str]:
+    tokens = payload.split(" ")
+    if not all(_TOKEN.match(t) for t in tokens):
+        raise InvalidRecord("malformed field", payload)
+    pairs = [t.split("=", 1) for t in tokens]
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
+        raise InvalidRecord("a field given twice", payload)
+    return fields
+
+
+def count(text: str, name: str, payload: str) -> int:
+    """A record's count (seq, rep, iters, records): digits only, within the agent's range."""
+    if not _COUNT.fullmatch(text) or int(text) > MAX_COUNT:
+        raise InvalidRecord(f"{name}={text[:30]} is not a count from 0 to {MAX_COUNT}", payload)
+    return int(text)
+
+
+def _check(kind: str, fields: dict[str, str], payload: str) -> None:
+    """Each record type's fields, as the agent prints them: what the session and the
+    profiler read from a record is then known to be there and in range."""
+    if kind == "sample":
+        _check_sample(fields, payload)
+    elif kind == "end":
+        count(fields.get("records", ""), "records", payload)
+    elif kind == "na" and "metric" not in fields:
+        raise InvalidRecord("not-available record without a metric", payload)
+    elif kind == "meta" and "key" not in fields:
+        raise InvalidRecord("meta record without a key", payload)
+    elif kind == "prof":
+        _check_prof(fields, payload)
+
+
 def _check_sample(fields: dict[str, str], payload: str) -> None:
-    try:
-        value = float(fields["value"])
-        int(fields["rep"]), int(fields["iters"])
-        fields["metric"], fields["unit"]
-    except (KeyError, ValueError):
-        raise RecordError(f"sample record missing metric/unit/rep/iters/value: {payload[:80]!r}") from None
-    if not math.isfinite(value):
-        raise RecordError(f"non-finite sample value: {payload[:80]!r}")
+    missing = [k for k in ("metric", "unit", "rep", "iters", "value") if k not in fields]
+    if missing:
+        raise InvalidRecord(f"sample record missing {'/'.join(missing)}", payload)
+    count(fields["rep"], "rep", payload)
+    count(fields["iters"], "iters", payload)
+    text = fields["value"]
+    if not _NUMBER.fullmatch(text):
+        raise InvalidRecord(f"value={text[:30]} is not a number", payload)
+    if not math.isfinite(float(text)):
+        raise InvalidRecord(f"non-finite sample value {text[:30]}", payload)
+    _check_metric(fields["metric"], fields["unit"], payload)
+
+
+def _check_metric(metric: str, unit: str, payload: str) -> None:
+    """The catalog's metrics in the catalog's units; /proc/meminfo's fields in KiB or as counts."""
+    known = catalog().get(metric)
+    if known is not None and known.source == "agent":
+        if unit != known.unit:
+            raise InvalidRecord(f"metric {metric} in {unit}, the catalog's unit is {known.unit}", payload)
+    elif _MEMINFO.fullmatch(metric):
+        if unit not in _MEMINFO_UNITS:
+            raise InvalidRecord(f"metric {metric} in {unit}, /proc/meminfo's are in KiB or counts", payload)
+    else:
+        raise InvalidRecord(f"metric {metric} is not one the agent measures (see the metric catalog, "
+                            "kernellab/metrics/metrics.toml)", payload)
+
+
+def _check_prof(fields: dict[str, str], payload: str) -> None:
+    if set(fields) not in _PROF_FIELDS:
+        raise InvalidRecord("profile record with fields other than step/buckets, b or done/hits", payload)
+    if "b" in fields and not _PROF_PAIRS.fullmatch(fields["b"]):
+        raise InvalidRecord("profile record whose b= is not INDEX:COUNT pairs", payload)
+    for name in ("step", "buckets", "hits"):
+        if name in fields:
+            count(fields[name], name, payload)
 
 
 class RecordStream:
-    """Feeds console lines in order; checks sequence numbers so a lost record is noticed."""
+    """Feeds console lines in order; checks sequence numbers so a lost record is noticed.
+    A damaged record is rejected and noted; an invalid one (InvalidRecord) is raised."""
 
     def __init__(self) -> None:
         self.records: list[Record] = []
@@ -100,7 +192,7 @@ class RecordStream:
         self.records.append(record)
         if record.type == "end":
             self.ended = True
-            announced = int(record.fields.get("records", -1))
+            announced = int(record.fields["records"])
             if announced != len(self.records) - 1:
                 self.rejected.append(f"agent sent {announced} records, {len(self.records) - 1} arrived intact")
         return record

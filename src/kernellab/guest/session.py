@@ -148,10 +148,12 @@ class Session:
                         "check the name and value in the variant")
             console.stop_in(0)
             return
-        record = self.stream.feed(line.text)
-        if record is None:
-            return
         try:
+            # An intact record no kernellab agent sends (records.InvalidRecord) stops the
+            # run as a different agent would: its numbers cannot be trusted.
+            record = self.stream.feed(line.text)
+            if record is None:
+                return
             self._record(record)
         except LabError as exc:
             r.status, r.reason = "agent-mismatch", str(exc)

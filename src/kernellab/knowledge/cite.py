@@ -14,20 +14,18 @@ from typing import Any
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
+from ..report import costtable, reading
 from ..report.results import RESULTS_FORMAT
 from . import Rule
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise LabError(f"{path}: not a readable results file ({exc}); write one with "
-                       "`kernellab study run NAME --format results -o FILE`") from None
+    """A results file, read as `show` reads one: finite numbers, checked against its schema."""
+    how = "write one with `kernellab study run NAME --format results -o FILE`"
+    data = reading.load_json(path, how)
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise LabError(f"{path}: not a {RESULTS_FORMAT} file; write one with "
-                       "`kernellab study run NAME --format results -o FILE`")
-    return data
+        raise LabError(f"{path}: not a {RESULTS_FORMAT} file; {how}")
+    return costtable.check_readable(data, str(path), "table")
 
 
 def evidence(rule: Rule, results: dict[str, Any], source: str) -> str | None:

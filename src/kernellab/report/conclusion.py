@@ -13,6 +13,7 @@ counts. Anything else is said to be no difference, never given a direction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,14 @@ class NoiseFloor:
     """metric -> the largest change, in %, that counts as no difference."""
     pct: Mapping[str, float] = field(default_factory=dict)
     origin: str = "none given: every exact difference counts"
+
+    def __post_init__(self) -> None:
+        # Wherever a floor comes from (a TOML file, a report's own record): NaN would
+        # make every change "within the floor", and a gate pass what it must not.
+        for metric, pct in self.pct.items():
+            if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct < math.inf:
+                raise LabError(f"noise floor {self.origin}: {metric} = {pct!r}: a floor is a finite percentage, "
+                               "0 or more: fix or remeasure it (kernellab noise-floor)")
 
     def of(self, metric: str) -> float:
         return self.pct.get(metric, 0.0)
@@ -48,6 +57,7 @@ def load_floor(path: Path) -> NoiseFloor:
             raise LabError(f"{origin}: unknown metric {metric!r} (see src/kernellab/metrics/metrics.toml)")
         if pct < 0:
             raise LabError(f"{origin}: {metric}: a floor is a size, not {pct:g}")
+    # NoiseFloor refuses a floor that is not a finite number (TOML has nan and inf).
     return NoiseFloor(f.floor, f"{path}" + (f" ({f.measured})" if f.measured else ""))
 
 

@@ -6,16 +6,18 @@ the table. Every sweep's heading says how its figures were obtained."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import fmt_value, md_table
+from . import fmt_value, md_table, reading
 from .results import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
 
 FORMATS = ("table", "markdown", "json")
@@ -30,6 +32,8 @@ def check_readable(results: dict[str, Any], origin: str, fmt: str) -> dict[str, 
                        f"{RESULTS_FORMAT_VERSION}: write it again with `kernellab show STUDY.json --format results`")
     if fmt not in FORMATS:
         raise LabError(f"a results file renders as {', '.join(FORMATS)}, not {fmt}")
+    reading.check_schema(results, "results-schema.json", origin,
+                         "write it again with `kernellab show STUDY.json --format results`")
     return results
 
 
@@ -97,15 +101,16 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def terminal(results: dict[str, Any]) -> str:
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=200, file=io.StringIO())   # renders; never writes stdout
     with console.capture() as capture:
         for sweep in results["sweeps"]:
-            table = Table(title=heading(results, sweep), title_justify="left")
+            # Cells are rich markup: the file's words are escaped ("[/]" in an option's value).
+            table = Table(title=escape(heading(results, sweep)), title_justify="left")
             columns = head(sweep)
             for i, col in enumerate(columns):
-                table.add_column(col, justify="right" if 0 < i < len(columns) - 1 else "left")
+                table.add_column(escape(col), justify="right" if 0 < i < len(columns) - 1 else "left")
             for cells in _rows(sweep):
-                table.add_row(*cells)
+                table.add_row(*map(escape, cells))
             console.print(table)
             console.print(f"  {baseline(sweep)}", highlight=False, markup=False, soft_wrap=True)
             for line in not_measured(sweep):

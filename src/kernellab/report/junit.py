@@ -1,5 +1,10 @@
 """The gate's verdicts as JUnit XML, which GitLab, Jenkins and GitHub's test reporters read:
-one test case per gated metric and variant, failed when its rule is broken."""
+one test case per gated metric and variant, failed when its rule is broken.
+
+Every text passes through `printable` on its way in: XML 1.0 has no way to write most
+control characters, even escaped, and a CI that cannot parse the file cannot read the
+verdict (a variant named with one would otherwise break it).
+"""
 
 from __future__ import annotations
 
@@ -10,18 +15,19 @@ from junitparser import Failure, JUnitXml, TestCase, TestSuite
 
 from ..gate import Check
 from . import header_lines
+from .terminal import printable
 
 
 def render(report: dict[str, Any], checks: Sequence[Check]) -> str:
-    suite = TestSuite(f"kernellab {report['experiment']}")
+    suite = TestSuite(printable(f"kernellab {report['experiment']}"))
     # How the numbers were obtained travels with them, as the suite's properties.
-    suite.add_property("mode", report["mode"])
-    suite.add_property("how", "\n".join(header_lines(report)))
+    suite.add_property("mode", printable(report["mode"]))
+    suite.add_property("how", printable("\n".join(header_lines(report))))
     for c in checks:
-        case = TestCase(f"{c.metric} [{c.variant}]", classname=f"kernellab.{c.rule.text}")
+        case = TestCase(printable(f"{c.metric} [{c.variant}]"), classname=printable(f"kernellab.{c.rule.text}"))
         if c.broken:
-            case.result = [Failure(c.detail, type_="regression")]
-        case.system_out = c.line()
+            case.result = [Failure(printable(c.detail), type_="regression")]
+        case.system_out = printable(c.line())
         suite.add_testcase(case)
     xml = JUnitXml("kernellab")
     xml.add_testsuite(suite)

@@ -22,6 +22,7 @@ from ..metrics.catalog import describe, sort_key
 from ..size import view as size_view
 from ..stats import DETERMINISTIC_REASON, compare_all, summarize
 from ..store import Store
+from . import reading
 
 # 2: format_version itself, boot parameters and sysctls, the target of each run.
 # 3: "size", where the image's bytes go (symbols and directories), when variants were built.
@@ -240,4 +241,6 @@ def check_readable(report: Any, origin: str) -> dict[str, Any]:
                        f"{', '.join(map(str, READABLE_VERSIONS))}: "
                        "rerun the experiment (its builds and samples are in the store) or use the "
                        "kernellab that wrote it")
+    reading.check_schema(report, "schema.json", origin, "write it again with `kernellab compare --format json -o FILE` "
+                         "(its builds and samples are in the store)")
     return report

@@ -6,15 +6,18 @@ report, format and all.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import lifecycle
 from ..errors import LabError
-from . import conclusion, fmt_cell, fmt_delta, fmt_value, md_table, perdevice, targets
+from . import conclusion, fmt_cell, fmt_delta, fmt_value, md_table, perdevice, reading, targets
+from .model import check_readable as check_readable_report
 from .model import measured_when
 
 STUDY_FORMAT = "kernellab-study"
@@ -78,6 +81,10 @@ def check_readable(study: dict[str, Any], origin: str, fmt: str) -> dict[str, An
     if missing:
         raise LabError(f"{origin} is not a complete study report (no {missing[0]!r}): run the study again "
                        "(its builds and runs are in the store)")
+    reading.check_schema(study, "study-schema.json", origin, "run the study again (its builds and runs are in "
+                         "the store)")
+    for arch, report in study["reports"].items():   # each an ordinary compare report
+        check_readable_report(report, f"{origin}, its report of {arch},")
     return study
 
 
@@ -200,31 +207,32 @@ def _sweep_lines(study: dict[str, Any]) -> list[str]:
 
 
 def _terminal(study: dict[str, Any]) -> str:
-    console = Console(record=True, width=180)
+    console = Console(record=True, width=180, file=io.StringIO())   # renders; never writes stdout
     names = _variant_names(study)
     with console.capture() as capture:
         for line in header(study):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         for t in study["tables"]:
-            table = Table(title=t["title"], title_justify="left")
+            # Cells are rich markup: the report's words are escaped ("[/]" in a name).
+            table = Table(title=escape(t["title"]), title_justify="left")
             for col in ["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])]:
-                table.add_column(col, justify="left" if col in ("metric", "arch", "unit") else "right")
+                table.add_column(escape(col), justify="left" if col in ("metric", "arch", "unit") else "right")
             for row in section_rows(study, t["metrics"]):
-                table.add_row(*row)
+                table.add_row(*map(escape, row))
             console.print(table)
         for split in study["decomposition"]:
-            table = Table(title=_split_title(split), title_justify="left")
+            table = Table(title=escape(_split_title(split)), title_justify="left")
             for col in _split_head(split):
-                table.add_column(col, justify="left" if col in ("metric", "unit") else "right")
+                table.add_column(escape(col), justify="left" if col in ("metric", "unit") else "right")
             for row in _split_rows(split):
-                table.add_row(*row)
+                table.add_row(*map(escape, row))
             console.print(table)
         if study["per_device"]:
             table = Table(title=perdevice.TITLE, title_justify="left")
             for col in perdevice.HEAD:
                 table.add_column(col, justify="left" if col in ("metric", "arch", "unit", "variant") else "right")
             for row in perdevice.table_rows(study["per_device"]):
-                table.add_row(*row)
+                table.add_row(*map(escape, row))
             console.print(table)
         for line in _sweep_lines(study):
             console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -16,10 +16,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from ..elfsize import berkeley_size
+from ..elfsize import berkeley_size, elf_file
 
 RECORD = "objects.json"
 LINK = "(link)"
@@ -37,8 +36,8 @@ def members(tree: Path, archive: str) -> list[str]:
 
 def _defined(path: Path) -> set[str]:
     """The global symbols an object defines."""
-    with path.open("rb") as f:
-        table = ELFFile(f).get_section_by_name(".symtab")
+    with elf_file(path) as elf:
+        table = elf.get_section_by_name(".symtab")
         if not isinstance(table, SymbolTableSection):
             return set()
         return {s.name for s in table.iter_symbols()
@@ -46,8 +45,8 @@ def _defined(path: Path) -> set[str]:
 
 
 def _linked_symbols(vmlinux: Path) -> set[str]:
-    with vmlinux.open("rb") as f:
-        table = ELFFile(f).get_section_by_name(".symtab")
+    with elf_file(vmlinux) as elf:
+        table = elf.get_section_by_name(".symtab")
         return {s.name for s in table.iter_symbols()} if isinstance(table, SymbolTableSection) else set()
 
 

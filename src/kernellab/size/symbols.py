@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from elftools.elf.constants import SH_FLAGS
-from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
+
+from ..elfsize import elf_file
 
 # bloat-o-meter -c: its three tables, by nm's type letters (weak ones counted since 6.12).
 SECTIONS = {"code": "tTwW", "data": "dDbBvV", "rodata": "rR"}
@@ -64,8 +65,7 @@ def nm_letter(sym: Any, sections: list[Any]) -> str | None:
 def _table(path: Path, stamp: tuple[int, int]) -> tuple[tuple[str, str, int], ...]:
     """(name, nm letter, size) of every symbol nm --size-sort lists: one read per file."""
     rows = []
-    with path.open("rb") as f:
-        elf = ELFFile(f)
+    with elf_file(path) as elf:
         sections = list(elf.iter_sections())
         for table in sections:
             if not isinstance(table, SymbolTableSection) or table.name != ".symtab":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from ..errors import LabError
 from ..guest.console import ConsoleLine
 from . import Capabilities, Exit, TargetInfo
 from .running import RunningConsole, RunningTarget, agent_options
+from .shell import script
 
 COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
 POLL_S = 0.5
@@ -59,6 +59,25 @@ set -- $(awk '$2 == "/" { print $1, $3 }' /proc/mounts | tail -n 1)
 echo "fs:/ $2"
 case "$1" in /dev/*) b=$(readlink -f "$1"); walk "/sys/class/block/${b##*/}/device" "disk:$1";; esac
 """
+
+# `kexec -l` of "$1" (the kernel there), with "$2" as its initramfs if not empty, and the
+# running kernel's command line followed by the rest of the parameters, one word each.
+LOAD_SCRIPT = r"""kernel=$1 initrd=$2
+shift 2
+cmdline="$(cat /proc/cmdline) $*"
+if [ -n "$initrd" ]; then
+  exec kexec -l "$kernel" --initrd="$initrd" --command-line="$cmdline"
+fi
+exec kexec -l "$kernel" --command-line="$cmdline"
+"""
+
+# Runs the command in "$@" a second after this ssh session has closed: in a session of its
+# own (no hangup when the login ends) and holding none of the channel's fds, which would
+# keep the session open.
+DETACHED_SCRIPT = r"""setsid sh -c 'sleep 1; sync; exec "$@"' sh "$@" </dev/null >/dev/null 2>&1 &"""
+
+BOOT_ID_SCRIPT = "cat /proc/sys/kernel/random/boot_id"
+BOOT_ID_AND_CMDLINE_SCRIPT = "cat /proc/sys/kernel/random/boot_id /proc/cmdline"
 
 # File systems that need no driver: the root of an initramfs.
 BUILTIN_FS = {"rootfs", "ramfs", "tmpfs"}
@@ -92,7 +111,7 @@ class KexecTarget:
 
     def drivers(self) -> list[tuple[str, str]]:
         """(what, driver or file system) pairs the remote's ssh depends on."""
-        result = self.machine.shell.run(DRIVERS_SCRIPT)
+        result = self.machine.shell.run(script(DRIVERS_SCRIPT))
         out = []
         for line in result.text.splitlines():
             what, _, module = line.partition(" ")
@@ -144,17 +163,13 @@ class KexecTarget:
         self.refuse_unless_kexec_works()
         shell, where = self.machine.shell, self.machine.shell.where
         path = self.machine.copy(kernel, "kernel")
-        initrd = shell.run(INITRD_SCRIPT).text.strip()
+        initrd = shell.run(script(INITRD_SCRIPT)).text.strip()
         marker = f"kernellab.boot={secrets.token_hex(6)}"
-        extra = " ".join([*words, marker])
-        load = (f"kexec -l {path}" + (f" --initrd={shlex.quote(initrd)}" if initrd else "")
-                + f' --command-line="$(cat /proc/cmdline) {extra}"')
-        loaded = shell.run(load, timeout_s=120)
+        loaded = shell.run(script(LOAD_SCRIPT, path, initrd, *words, marker), timeout_s=120)
         if loaded.code != 0:
             raise LabError(f"kexec -l on {where} failed: {loaded.stderr.strip()[-300:] or f'exit {loaded.code}'}")
         before = self._boot_id()
-        go = "systemctl kexec" if self.machine.facts["systemd"] == "yes" else "sync; kexec -e"
-        self._detached(go)
+        self._detached(["systemctl", "kexec"] if self.machine.facts["systemd"] == "yes" else ["kexec", "-e"])
         started = time.monotonic()
         state = self._wait_for(lambda boot_id, cmdline: boot_id != before, self.come_back_s)
         if state is None:
@@ -171,8 +186,7 @@ class KexecTarget:
     def return_to_default(self) -> None:
         """A reboot: the machine starts whatever its bootloader starts, untouched by kernellab."""
         before = self._boot_id()
-        go = "systemctl reboot" if self.machine.facts["systemd"] == "yes" else "sync; reboot"
-        self._detached(go)
+        self._detached(["systemctl", "reboot"] if self.machine.facts["systemd"] == "yes" else ["reboot"])
         state = self._wait_for(lambda boot_id, cmdline: boot_id != before and "kernellab.boot=" not in cmdline,
                                self.come_back_s)
         self.machine.reset()
@@ -181,12 +195,9 @@ class KexecTarget:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _detached(self, command: str) -> None:
-        """Starts `command` there a second after this ssh session has closed: in a session
-        of its own (no hangup when the login ends) and holding none of the channel's fds,
-        which would keep the session open."""
-        inner = shlex.quote(f"sleep 1; {command}")
-        self.machine.shell.run(f"setsid sh -c {inner} </dev/null >/dev/null 2>&1 &", timeout_s=30)
+    def _detached(self, argv: list[str]) -> None:
+        """Starts `argv` there, after a sync, a second after this ssh session has closed."""
+        self.machine.shell.run(script(DETACHED_SCRIPT, *argv), timeout_s=30)
 
     def _answers_with(self, boot_id: str) -> bool:
         try:
@@ -195,13 +206,13 @@ class KexecTarget:
             return False
 
     def _boot_id(self) -> str:
-        return self.machine.shell.run("cat /proc/sys/kernel/random/boot_id").text.strip()
+        return self.machine.shell.run(script(BOOT_ID_SCRIPT)).text.strip()
 
     def _wait_for(self, ready: Callable[[str, str], bool], within_s: float) -> tuple[str, str] | None:
         """Polls ssh until `ready(boot_id, cmdline)`; None when the time runs out."""
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
-            out = self.machine.shell.poll("cat /proc/sys/kernel/random/boot_id /proc/cmdline")
+            out = self.machine.shell.poll(script(BOOT_ID_AND_CMDLINE_SCRIPT))
             if out is not None and out.code == 0:
                 boot_id, _, cmdline = out.text.partition("\n")
                 if ready(boot_id.strip(), cmdline):
@@ -215,6 +226,7 @@ class KexecTarget:
             raise LabError(f"{where} {what}. It is running the variant or is hung; its disk is as it was (kexec "
                            "touched nothing there): power-cycle it by hand, or give --power-cycle CMD to let "
                            "kernellab do it")
+        # The user's own command (--power-cycle), a shell command by design, as ktest's POWER_CYCLE.
         done = subprocess.run(["sh", "-c", self.power_cycle], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise LabError(f"{where} {what}, and the power-cycle command failed (exit {done.returncode}: "

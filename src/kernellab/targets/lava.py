@@ -39,12 +39,52 @@ _JOB_DIR = (re.compile(r"/[^/\s]*?(\d+(?:\.\d+)?)/tftp-deploy-"),
 _DOWNLOADING = re.compile(r"^downloading (\S+)")
 
 
+# A kernellab job's log is a few megabytes (its console and the dispatcher's lines); a
+# file far larger is no such log, and would take the memory of many times its size.
+MAX_LOG_BYTES = 64 * 2**20
+
+
 class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
     """Safe loading (libyaml's when there: logs run to megabytes). Dispatchers that ran on
     Python 2 tagged some strings `!!python/unicode`; they are plain strings."""
 
 
 _Loader.add_constructor("tag:yaml.org,2002:python/unicode", lambda loader, node: loader.construct_scalar(node))
+
+
+class _Alias(Exception):
+    """A node the document reaches twice: an alias (*name) of an anchored one."""
+
+
+def _load(text: str) -> Any:
+    """The document, composed and checked before it is built: LAVA writes each entry on
+    its own, so a log has no aliases, and an alias bomb ("billion laughs") would expand a
+    few lines into gigabytes as soon as anything walks it."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _refuse_aliases(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _refuse_aliases(root: yaml.Node) -> None:
+    # Each alias is the very node object it names: a node met twice is an alias. Depth
+    # first without recursion (libyaml bounds the nesting, this walk need not rely on it).
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            raise _Alias()
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            todo.extend(item for pair in node.value for item in pair)
 
 
 @dataclass(frozen=True)
@@ -85,14 +125,18 @@ class LavaLog:
 def read_log(path: Path) -> LavaLog:
     """The log's entries; a file that is no LAVA job log is one LabError saying so."""
     not_a_log = f"{path} is not a LAVA job log (a YAML list of {{dt, lvl, msg}} entries)"
+    text = _read_text(path)
     try:
-        data = yaml.load(path.read_text(errors="replace"), Loader=_Loader)
-    except OSError as exc:
-        raise LabError(f"cannot read the LAVA job log {path}: {exc.strerror}") from None
+        data = _load(text)
+    except _Alias:
+        raise LabError(f"{not_a_log}: it has YAML aliases (*name), which LAVA never writes and which can expand "
+                       f"a small file into gigabytes; {HOW_TO_GET}") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""
         raise LabError(f"{not_a_log}: it is not YAML{at}; {HOW_TO_GET}") from None
+    except (ValueError, OverflowError) as exc:   # a YAML timestamp or number out of range (2024-13-45)
+        raise LabError(f"{not_a_log}: it holds a value YAML cannot represent ({exc}); {HOW_TO_GET}") from None
     if not isinstance(data, list) or not data:
         raise LabError(f"{not_a_log}: {HOW_TO_GET}")
     entries, start = [], None
@@ -104,12 +148,26 @@ def read_log(path: Path) -> LavaLog:
             raise LabError(f"{not_a_log}: entry {i} has no ISO 8601 time in dt ({item['dt']!r}); {HOW_TO_GET}")
         if start is None:
             start = dt
+        if dt < start:   # the dispatcher logs in order: a console line before the job began is forged
+            raise LabError(f"{not_a_log}: entry {i} is dated {item['dt']}, before the log's first entry; {HOW_TO_GET}")
         entries.append(Entry((dt - start).total_seconds(), str(item["lvl"]), item["msg"]))
     log = LavaLog(path, entries)
     if not log.console():
         raise LabError(f"{path}: the job logged no console output (no 'target' entries): it never reached "
                        "the board's kernel, so there is nothing to import; see the job's errors in LAVA")
     return log
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_LOG_BYTES + 1)
+    except OSError as exc:
+        raise LabError(f"cannot read the LAVA job log {path}: {exc.strerror}") from None
+    if len(raw) > MAX_LOG_BYTES:
+        raise LabError(f"{path} is larger than {MAX_LOG_BYTES // 2**20} MiB, far more than a LAVA job log of a "
+                       f"kernellab job: is it the right file? {HOW_TO_GET}")
+    return raw.decode(errors="replace")
 
 
 def _timestamp(value: object) -> datetime.datetime | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import arches, paths
 from ..errors import LabError
-from .shell import Shell
+from .shell import Shell, script
 
 # One `key=value` per line; a missing fact is an empty value. POSIX sh and busybox alike.
 FACTS_SCRIPT = r"""
@@ -85,7 +85,7 @@ class Facts:
 
 
 def read_facts(shell: Shell) -> Facts:
-    result = shell.run(FACTS_SCRIPT)
+    result = shell.run(script(FACTS_SCRIPT))
     if result.code != 0 or "release=" not in result.text:
         raise LabError(f"cannot read what {shell.where} is (exit {result.code}: {result.stderr.strip()[:200]}): "
                        "it needs a POSIX sh with uname, sed and cat")
@@ -99,7 +99,7 @@ def read_facts(shell: Shell) -> Facts:
 
 def running_config(shell: Shell) -> tuple[str | None, str]:
     """(the running kernel's .config, where it came from), or (None, why there is none)."""
-    result = shell.run(CONFIG_SCRIPT)
+    result = shell.run(script(CONFIG_SCRIPT))
     if result.code != 0:
         return None, ("the running kernel's config is not in /proc/config.gz (CONFIG_IKCONFIG_PROC) "
                       "nor in /boot/config-RELEASE")
@@ -127,7 +127,7 @@ def running_config_file(shell: Shell) -> Path:
 
 def kernel_log(shell: Shell, facts: Facts) -> tuple[list[str] | None, str]:
     """(the kernel's log as dmesg prints it, "dmesg"), or (None, why it cannot be read)."""
-    result = shell.run("dmesg")
+    result = shell.run(script("dmesg"))
     if result.code == 0 and result.stdout:
         return result.text.splitlines(), "dmesg"
     if facts["dmesg_restrict"] == "1" and not facts.is_root:

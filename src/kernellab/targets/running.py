@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
+import re
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,13 +28,41 @@ from ..guest.console import ConsoleLine
 from ..guest.session import console_samples
 from . import Capabilities, TargetInfo
 from .machine import Facts, arch_profile, kernel_log, read_facts
-from .shell import Shell
+from .shell import Script, Shell, script
 from .stream import ProcessConsole
 
 AGENT_DIR = "/tmp/kernellab"  # where the agent is copied on a remote machine; removed by the agent's own cleanup
 PID_LINE = "@kernellab-agent-pid "
 TIMING = "the machine's own clock: a hardware figure, noisy, needing repetitions and statistics"
 DEFAULT_BLOCK_MB = 32
+MAX_BLOCK_MB = 65536     # the agent's own limit (agent/main.c)
+# Copies stdin to "$1" (under the directory "$2"), renamed into place when whole.
+COPY_SCRIPT = r"""mkdir -p "$2" && cat > "$1.tmp" && chmod 755 "$1.tmp" && mv "$1.tmp" "$1"
+"""
+EXISTS_SCRIPT = 'test -e "$1"'
+KILL_SCRIPT = 'kill "$1" 2>/dev/null'
+AFTER_SCRIPT = "cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v"
+
+# The agent "$1", with the KL_* settings after "$3" in its environment; on a scratch file
+# of "$3" MiB in the directory "$2" if that is not empty (a file it may overwrite, never a
+# device). The first line out is PID_LINE and the agent's pid, for stopping it there.
+AGENT_SCRIPT = r"""set -u
+agent=$1 block_dir=$2 block_mib=$3
+shift 3
+if [ -n "$block_dir" ]; then
+  f="$block_dir/kernellab-scratch.$$"
+  trap 'rm -f "$f"' EXIT
+  dd if=/dev/zero of="$f" bs=1048576 count=0 seek="$block_mib" 2>/dev/null ||
+    { printf 'cannot create a scratch file in %s\n' "$block_dir" >&2; exit 4; }
+  env "$@" "$agent" --block-dev "$f" &
+else
+  env "$@" "$agent" &
+fi
+pid=$!
+echo "@kernellab-agent-pid $pid"
+wait "$pid"
+"""
+
 # What a running kernel's log gives: printk times of the boot, and its "Memory:" line.
 LOG_METRICS = ("boot.first_output.printk", "boot.linux_version.printk", "boot.freeing_unused.printk",
                "mem.kernel.available", "mem.kernel.total")
@@ -54,6 +82,8 @@ def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
     for word in cmdline.split():
         key, eq, value = word.partition("=")
         if key.startswith("KL_") and eq:
+            if not _AGENT_OPTION.fullmatch(key):
+                raise LabError(f"bad agent option {word!r}: KL_ and letters, digits or '_' only (KL_ONLY=...)")
             env[key] = value
         else:
             kernel_words.append(word)
@@ -61,8 +91,13 @@ def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
         raise LabError(f"{' '.join(kernel_words)}: kernel parameters (boot:, sysctl:, --initcalls) need a boot, "
                        "and the running kernel's were fixed when it booted; measure them as a built variant "
                        "(under QEMU, or kexec'd on an ssh target)")
-    block_mb = int(env.get("KL_BLOCK_MB", DEFAULT_BLOCK_MB))
-    return AgentOptions(env, block_mb, kernel_words)
+    block_mb = env.get("KL_BLOCK_MB", str(DEFAULT_BLOCK_MB))
+    if not (block_mb.isascii() and block_mb.isdigit() and 0 < int(block_mb) <= MAX_BLOCK_MB):
+        raise LabError(f"bad KL_BLOCK_MB={block_mb!r}: give the scratch file's size in MiB, 1 to {MAX_BLOCK_MB}")
+    return AgentOptions(env, int(block_mb), kernel_words)
+
+
+_AGENT_OPTION = re.compile(r"KL_[A-Za-z0-9_]+")
 
 
 class RunningTarget:
@@ -99,27 +134,16 @@ class RunningTarget:
         not there already, and renamed into place, so that no reader sees half a file."""
         data = local.read_bytes()
         path = f"{AGENT_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}"
-        if self.shell.run(f"test -e {path}").code == 0:
+        if self.shell.run(script(EXISTS_SCRIPT, path)).code == 0:
             return path
-        result = self.shell.run(f"mkdir -p {AGENT_DIR} && cat > {path}.tmp && chmod 755 {path}.tmp && "
-                                f"mv {path}.tmp {path}", stdin=data, timeout_s=600)
+        result = self.shell.run(script(COPY_SCRIPT, path, AGENT_DIR), stdin=data, timeout_s=600)
         if result.code != 0:
             raise LabError(f"cannot copy the {kind} to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
         return path
 
-    def script(self, agent_path: str, options: AgentOptions) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(options.env.items()))
-        lines = ["set -u"]
-        agent = f"env {env} {shlex.quote(agent_path)}" if env else shlex.quote(agent_path)
-        if self.block_dir:
-            # A file the agent may overwrite; never a device.
-            lines += [f'f={shlex.quote(self.block_dir)}/kernellab-scratch.$$',
-                      "trap 'rm -f \"$f\"' EXIT",
-                      f'dd if=/dev/zero of="$f" bs=1048576 count=0 seek={options.block_file_mib} 2>/dev/null '
-                      f'|| {{ echo "cannot create a scratch file in {self.block_dir}" >&2; exit 4; }}']
-            agent += ' --block-dev "$f"'
-        lines += [f"{agent} &", "pid=$!", f'echo "{PID_LINE}$pid"', 'wait "$pid"']
-        return "\n".join(lines)
+    def agent_script(self, agent_path: str, options: AgentOptions) -> Script:
+        settings = [f"{k}={v}" for k, v in sorted(options.env.items())]
+        return script(AGENT_SCRIPT, agent_path, self.block_dir or "", str(options.block_file_mib), *settings)
 
     @contextmanager
     def start(self, kernel: Path | None, agent: Path | None, cmdline: str, mode: str,
@@ -132,7 +156,7 @@ class RunningTarget:
         options = agent_options(cmdline, kernel_booted=False)
         log, why = kernel_log(self.shell, self.facts)
         path = self.install(agent)
-        console = RunningConsole(self.shell, self.script(path, options), timeout_s, log, why)
+        console = RunningConsole(self.shell, self.agent_script(path, options), timeout_s, log, why)
         try:
             yield console
         finally:
@@ -142,12 +166,13 @@ class RunningTarget:
 class RunningConsole(ProcessConsole):
     """The kernel's log, replayed, then the agent's records as they arrive."""
 
-    def __init__(self, shell: Shell, script: str, timeout_s: float, log: list[str] | None, log_reason: str):
+    def __init__(self, shell: Shell, agent_script: Script, timeout_s: float, log: list[str] | None,
+                 log_reason: str):
         self.shell, self.log, self.log_reason = shell, log, log_reason
         self.first: list[ConsoleLine] = []   # kernellab's own lines before the agent's (targets.kexec)
         self.remote_pid: str | None = None
-        super().__init__(["sh", "-c", script] if shell.where == "this machine" else [shell.where, script],
-                         timeout_s, shell.popen(script))
+        command = ["sh", "-c", agent_script] if shell.where == "this machine" else [shell.where, agent_script]
+        super().__init__(command, timeout_s, shell.popen(agent_script))
 
     def lines(self) -> Iterator[ConsoleLine]:
         for text in self.log or []:
@@ -172,7 +197,7 @@ class RunningConsole(ProcessConsole):
         """The load after the run, and the kernel that ran it (a kexec'd one is not the
         kernel the machine was described with before)."""
         try:
-            result = self.shell.run("cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v", timeout_s=30)
+            result = self.shell.run(script(AFTER_SCRIPT), timeout_s=30)
         except LabError:
             return {}
         lines = result.text.splitlines()
@@ -184,7 +209,7 @@ class RunningConsole(ProcessConsole):
         """Stops the agent there too: closing ssh's channel does not."""
         if self.remote_pid and self.remote_pid.isdigit() and self.shell.where != "this machine":
             try:
-                self.shell.run(f"kill {self.remote_pid} 2>/dev/null", timeout_s=15)
+                self.shell.run(script(KILL_SCRIPT, self.remote_pid), timeout_s=15)
             except LabError:
                 pass
         try:

@@ -5,6 +5,12 @@ busybox shell runs too.
 
 Host keys: a key that changed is always refused; a host not yet in known_hosts is refused
 unless the user accepts new keys (`--accept-new-host-key`, ssh's `accept-new`).
+
+No value is ever part of a script's text: a script is a constant body, and the values it
+works on (paths, kernel words, a block directory) are its positional parameters, set by
+`script()` with every one quoted. `Shell.run`, `poll` and `popen` take only a `Script`,
+which only `script()` makes, so mypy refuses a script formatted from values, and
+tests/faults/test_hostile_shell.py refuses a body that is not a literal.
 """
 
 from __future__ import annotations
@@ -22,6 +28,21 @@ from ..errors import LabError
 from ..proc import require_tool
 
 
+class Script(str):
+    """Shell text made by `script()`: a constant body and its quoted parameters."""
+
+
+def script(body: str, *args: str) -> Script:
+    """`body`, a literal, run with `args` as its "$1", "$2", ...: the values reach the shell
+    as data, whatever they hold (`$(...)`, backquotes, quotes, newlines)."""
+    for value in args:
+        if "\0" in value:
+            raise LabError(f"{value!r} holds a NUL character, which no command argument can: remove it")
+    if not args:
+        return Script(body)
+    return Script(f"set -- {shlex.join(args)}\n{body}")
+
+
 @dataclass
 class Result:
     code: int
@@ -36,17 +57,17 @@ class Result:
 class Shell(Protocol):
     where: str    # "this machine", "ssh://root@nas:2222": for messages
 
-    def run(self, script: str, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
+    def run(self, script: Script, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
         """Runs a sh script there. Failing to reach the machine is a LabError; the
         script's own exit code is the caller's to judge."""
         ...
 
-    def poll(self, script: str) -> Result | None:
+    def poll(self, script: Script) -> Result | None:
         """Runs a short script if the machine answers at once, else None: for waiting on
         a machine that is booting, with no retries and a short connection timeout."""
         ...
 
-    def popen(self, script: str) -> subprocess.Popen[bytes]:
+    def popen(self, script: Script) -> subprocess.Popen[bytes]:
         """Starts a sh script there with its stdout and stderr as pipes, for streaming."""
         ...
 
@@ -58,17 +79,17 @@ class Shell(Protocol):
 class LocalShell:
     where = "this machine"
 
-    def run(self, script: str, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
+    def run(self, script: Script, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
         return _run(["sh", "-c", script], stdin, timeout_s, self.where)
 
-    def popen(self, script: str) -> subprocess.Popen[bytes]:
+    def popen(self, script: Script) -> subprocess.Popen[bytes]:
         return subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
 
     def check(self, result: Result) -> None:
         pass
 
-    def poll(self, script: str) -> Result | None:
+    def poll(self, script: Script) -> Result | None:
         return self.run(script, timeout_s=POLL_TIMEOUT_S)
 
 
@@ -86,6 +107,10 @@ class SshAddress:
 
 def parse_ssh_url(text: str) -> SshAddress:
     """ssh://[user@]host[:port]"""
+    # urlsplit drops tabs and newlines silently (`ssh://h\n-oX` is host `h-ox`), and a host
+    # or user that starts with '-' reads as an ssh option: refuse both outright.
+    if _UNSAFE_IN_URL.search(text):
+        raise LabError(f"bad target {text!r}: a space or control character in it; expected ssh://[user@]host[:port]")
     try:
         parts = urlsplit(text)
         port = parts.port
@@ -93,7 +118,14 @@ def parse_ssh_url(text: str) -> SshAddress:
         raise LabError(f"bad target {text!r} ({exc}): expected ssh://[user@]host[:port]") from None
     if parts.scheme != "ssh" or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.password:
         raise LabError(f"bad target {text!r}: expected ssh://[user@]host[:port]")
+    for what, value in (("host", parts.hostname), ("user", parts.username)):
+        if value is not None and value.startswith("-"):
+            raise LabError(f"bad target {text!r}: its {what} starts with '-', which ssh would read as an option")
     return SshAddress(parts.hostname, parts.username, port)
+
+
+# Whitespace and control characters, Unicode's included (str.isspace's and category Cc's).
+_UNSAFE_IN_URL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
 
 # What OpenSSH says, and what the user should do about it. Checked in order.
@@ -137,7 +169,7 @@ class SshShell:
         self.accept_new_host_key = accept_new_host_key
         self.connect_timeout_s = connect_timeout_s
 
-    def argv(self, script: str) -> list[str]:
+    def argv(self, script: Script) -> list[str]:
         argv = [require_tool("ssh"), "-T"]
         if self.ssh_config is not None:
             argv += ["-F", str(self.ssh_config)]
@@ -153,7 +185,7 @@ class SshShell:
         # ssh joins its arguments into one command for the remote user's shell.
         return [*argv, "--", self.address.host, shlex.join(["sh", "-c", script])]
 
-    def run(self, script: str, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
+    def run(self, script: Script, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
         for attempt in range(TRANSIENT_RETRIES + 1):
             result = _run(self.argv(script), stdin, timeout_s, self.where)
             if result.code != 255 or not _TRANSIENT.search(result.stderr) or attempt == TRANSIENT_RETRIES:
@@ -164,7 +196,7 @@ class SshShell:
         self.check(result)
         return result
 
-    def poll(self, script: str) -> Result | None:
+    def poll(self, script: Script) -> Result | None:
         argv = self.argv(script)
         argv[argv.index(f"ConnectTimeout={self.connect_timeout_s}")] = f"ConnectTimeout={POLL_CONNECT_S}"
         try:
@@ -173,7 +205,7 @@ class SshShell:
             return None
         return result if result.code != 255 else None
 
-    def popen(self, script: str) -> subprocess.Popen[bytes]:
+    def popen(self, script: Script) -> subprocess.Popen[bytes]:
         return subprocess.Popen(self.argv(script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
 

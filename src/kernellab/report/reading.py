@@ -1,0 +1,80 @@
+"""Reading back what kernellab wrote: a compare report, a study's report, a results file.
+
+Such a file comes from a CI artifact or a colleague, hand-edited or damaged on the way.
+Its JSON Schema (schema.json, study-schema.json, results-schema.json, next to this file)
+says everything a view or the gate relies on, so that a file that passes renders without
+a surprise, and one that does not is refused with one line: the file, the JSON path that
+is wrong, and what is wrong with it. Numbers are checked beyond what a schema can say:
+JSON has no NaN or infinity, and a gate must never compare one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from ..errors import LabError
+
+_HERE = Path(__file__).resolve().parent
+# Larger integers than SQLite keeps are no count or id kernellab wrote; they would also
+# overflow a float where a view formats them.
+_MAX_INT = 2**63 - 1
+_SAID = 160   # characters of an offending value quoted in a message
+
+
+def load_json(path: Path, how_to_write: str) -> Any:
+    """The JSON document in `path`, its numbers all finite; else a LabError naming the file."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise LabError(f"cannot read {path}: {why}; {how_to_write}") from None
+    try:
+        document = json.loads(text)
+        _check_numbers(document, "$", str(path))
+    except (ValueError, RecursionError) as exc:   # RecursionError: nested beyond any report
+        said = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise LabError(f"{path} is not a JSON file kernellab wrote ({said}); {how_to_write}") from None
+    return document
+
+
+def _check_numbers(value: Any, at: str, origin: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LabError(f"{origin}: at {at}: {value} is not a number (JSON has none such; the file was "
+                       "written by something else or edited)")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_INT:
+        raise LabError(f"{origin}: at {at}: {str(value)[:40]}... is out of range")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(v, f"{at}.{k}", origin)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, f"{at}[{i}]", origin)
+
+
+@functools.cache
+def _validator(schema_file: str) -> jsonschema.protocols.Validator:
+    schema = json.loads((_HERE / schema_file).read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def check_schema(document: Any, schema_file: str, origin: str, fix: str) -> None:
+    """A LabError naming the JSON path of the first thing in `document` that its schema
+    refuses (the most relevant one, as jsonschema ranks them)."""
+    validator = _validator(schema_file)
+    try:
+        # is_valid first: collecting every error to rank them takes four times as long
+        error = None if validator.is_valid(document) else best_match(validator.iter_errors(document))
+    except RecursionError:
+        raise LabError(f"{origin} is nested too deeply to be a kernellab report; {fix}") from None
+    if error is None:
+        return
+    message = error.message if len(error.message) <= _SAID else error.message[:_SAID] + "..."
+    raise LabError(f"{origin}: at {error.json_path}: {message}; {fix}")

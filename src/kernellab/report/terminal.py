@@ -1,0 +1,65 @@
+"""What reaches the terminal: text that came from a report, a console log or the store,
+made printable; and standard output, whose reader may go away.
+
+A report travels through CI artifacts and a console log is whatever the guest printed:
+an escape sequence in either would, printed raw, retitle the window, hide lines or move
+the cursor over what kernellab said. Every such text goes through `printable` (or
+`printable_tree`) before it is written, so that what the user reads is what is there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from ..printable import printable
+
+__all__ = ["GuardedOutput", "OutputLost", "printable", "printable_tree"]
+
+
+def printable_tree(value: Any) -> Any:
+    """A parsed JSON document with `printable` applied to every string, keys included."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(k) if isinstance(k, str) else k: printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_tree(v) for v in value]
+    return value
+
+
+class OutputLost(Exception):
+    """Standard output cannot be written: its reader went away (`| head`), or its file
+    system is full (`> /dev/full`). Not an OSError, so that no handler of a command's own
+    file errors takes it for one of them."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+    @property
+    def reader_gone(self) -> bool:
+        return isinstance(self.error, BrokenPipeError)
+
+
+class GuardedOutput:
+    """A text stream that raises OutputLost for an error of its own writes: main() wraps
+    sys.stdout in it, so that an error of the output is told apart from every other
+    OSError (a pipe to a child, a full cache) and handled once."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
