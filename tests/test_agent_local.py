@@ -276,6 +276,31 @@ def test_meminfo(full_run):
     assert all("(" not in r["metric"] for r in full_run if r["t"] == "sample")
 
 
+def first_index(records, metric_prefix: str) -> int:
+    return next(i for i, r in enumerate(records) if r.get("metric", "").startswith(metric_prefix))
+
+
+def test_meminfo_describes_a_guest_at_rest(agent):
+    """/proc/meminfo is read before mem.alloc_max (malloc until refused: reclaim), the disk and
+    the file groups (page cache filled and written back) and the opt-in server load, so its rows
+    do not move with what those leave behind.  Here mem.alloc_max really runs out of memory."""
+    loaded = ["mem.alloc_max", *BLOCK, *FILE, *NET]
+    records = run_agent(agent, "--repeats", "3", "--with", "net",
+                        "--only", ",".join(["meminfo", *loaded]),
+                        env={"KL_ALLOC_CAP_MB": "4096", "KL_NET_MS": "50"}, preexec_fn=limit_address_space)
+    assert len(samples(records, "mem.alloc_max")) == 3   # the storm happened
+    available = first_index(records, "meminfo.MemAvailable")
+    assert all(available < first_index(records, metric) for metric in loaded)
+
+
+def test_every_loaded_group_comes_after_meminfo_in_the_full_suite(full_run):
+    metrics = [r["metric"] for r in full_run if r["t"] in ("sample", "na")]
+    last_meminfo = max(i for i, m in enumerate(metrics) if m.startswith("meminfo."))
+    assert last_meminfo < metrics.index("mem.alloc_max")
+    assert all(m in METRICS for m in metrics[last_meminfo + 1:])
+    assert metrics[last_meminfo + 1:] == [m for m in metrics if m in ("mem.alloc_max", *BLOCK, *FILE, *SYSFS)]
+
+
 def test_only_runs_the_chosen_metric(agent):
     records = run_agent(agent, "--repeats", "2", "--target-us", "200", "--only", "syscall.null")
     assert {r["metric"] for r in records if r["t"] == "sample"} == {"syscall.null"}
@@ -319,6 +344,28 @@ def test_the_data_server_load_runs_only_when_asked(agent, full_run):
     assert len(samples(records, "syscall.null")) == 3
     with_only = run_agent(agent, "--repeats", "3", "--with", "net", "--only", "syscall.null")
     assert {r["metric"] for r in with_only if r["t"] == "sample"} == {"syscall.null"}
+
+
+FINE_TIMER_VALUE = re.compile(r"res_(?P<res>-?\d+)ns_after_(?P<ms>\d+)ms")
+
+
+@pytest.mark.parametrize("only", ["lat.timer_p99," + ",".join(NET), "net.req_p50", "lat.timer_max"])
+def test_groups_that_sleep_to_deadlines_wait_for_fine_timers_first(agent, only):
+    """An x86 guest starts on tick-based timers: lat.* and net.* (windows of sleeps, requests
+    2 ms apart) both wait for high resolution in the first seconds of uptime, before their
+    first window, once per group, and say what they got, even when a probe boots only them."""
+    records = run_agent(agent, "--repeats", "2", "--only", only, env={"KL_NET_MS": "50"})
+    groups = sorted({m.split(".")[0] for m in only.split(",")})
+    waits = [(i, r) for i, r in enumerate(records) if r["t"] == "meta" and r["key"].startswith("fine_timers.")]
+    assert sorted(r["key"] for _, r in waits) == [f"fine_timers.{g}" for g in groups]
+    for i, r in waits:
+        group = r["key"].removeprefix("fine_timers.")
+        assert i < first_index(records, group + "."), (group, records)
+        value = FINE_TIMER_VALUE.fullmatch(r["value"])
+        assert value, r
+        # This host is long past the first seconds: no wait, whatever its timers are.
+        assert int(value["ms"]) == 0 and int(value["res"]) > 0, r
+    assert not [r for r in run_agent(agent, "--only", "syscall.null") if r.get("key", "").startswith("fine_")]
 
 
 def test_sysfs_is_counted_once_after_meminfo(agent, full_run):

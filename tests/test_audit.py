@@ -271,6 +271,133 @@ def test_conflicting_recommendations_keep_the_last(tree, base):
     assert applied_cleanly(tree, text)
 
 
+# --- a rule that outranks another ------------------------------------------------------------
+
+# Transparent huge pages need !PREEMPT_RT. Where RT is an option of its own (mainline since
+# 6.12) turning it off takes one assignment; inside the preemption choice (Debian's 6.12
+# source) it takes picking another model.
+RT_TREES = {
+    "bool": """
+        mainmenu "real-time test tree"
+
+        choice
+        	prompt "Preemption Model"
+        config PREEMPT_NONE
+        	bool "No forced preemption"
+        config PREEMPT
+        	bool "Preemptible kernel"
+        endchoice
+
+        config PREEMPT_RT
+        	bool "Fully preemptible kernel (real-time)"
+
+        config TRANSPARENT_HUGEPAGE
+        	bool "Transparent huge pages"
+        	depends on !PREEMPT_RT
+
+        config HZ_1000
+        	bool "1000 HZ"
+        """,
+    "choice": """
+        mainmenu "real-time test tree"
+
+        choice
+        	prompt "Preemption Model"
+        config PREEMPT_NONE
+        	bool "No forced preemption"
+        config PREEMPT
+        	bool "Preemptible kernel"
+        config PREEMPT_RT
+        	bool "Fully preemptible kernel (real-time)"
+        endchoice
+
+        config TRANSPARENT_HUGEPAGE
+        	bool "Transparent huge pages"
+        	depends on !PREEMPT_RT
+
+        config HZ_1000
+        	bool "1000 HZ"
+        """,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(RT_TREES))
+def rt_tree(request, tmp_path_factory):
+    return tiny_tree(tmp_path_factory.mktemp(f"rt-{request.param}"), RT_TREES[request.param])
+
+
+def parse_lines(fragment_text):
+    return [s.line() for s in parse_settings(fragment_text, "fragment")]
+
+
+def load_config(tree, tmp_path, text):
+    path = tmp_path / "rt.config"
+    path.write_text(textwrap.dedent(text))
+    assert tree.load(path) == []
+    return path
+
+
+REAL_TIME = """
+    CONFIG_PREEMPT_RT=y
+    # CONFIG_TRANSPARENT_HUGEPAGE is not set
+    """
+PREEMPTIBLE = "CONFIG_PREEMPT=y\n"
+THP = rule("thp", {"CONFIG_TRANSPARENT_HUGEPAGE": ("y",)}, "memory")
+# As preempt-full-latency: PREEMPT asked for, a real-time kernel accepted as stronger.
+PREEMPTION = dataclasses.replace(rule("preemption", {"CONFIG_PREEMPT": ("y",)}, "preemption-timers"),
+                                 satisfied_by=(("CONFIG_PREEMPT_RT", "y"),))
+NOT_APPLICABLE = "not applicable here: needs PREEMPT_RT=n, but CONFIG_PREEMPT_RT=y holds for {}, which outranks thp"
+
+
+def test_without_outranks_the_way_to_a_rule_undoes_the_real_time_kernel(rt_tree, tmp_path):
+    """What the audit said before rules could outrank others: a change, and with RT a plain
+    option, a fragment that turns it off."""
+    load_config(rt_tree, tmp_path, REAL_TIME)
+    report = audit.audit(rt_tree, [PREEMPTION, THP], "latency")
+    text = audit.fragment(rt_tree, report)
+    if rt_tree.symbol("PREEMPT_RT").choice is None:
+        assert verdicts(report)["thp", "CONFIG_TRANSPARENT_HUGEPAGE"] == (
+            "change", "y", "needs CONFIG_PREEMPT_RT=n too")
+        assert "# CONFIG_PREEMPT_RT is not set" in parse_lines(text)
+    else:
+        assert verdicts(report)["thp", "CONFIG_TRANSPARENT_HUGEPAGE"] == ("change", "y", (
+            "takes more than assignments: PREEMPT_RT=n (select another option of the choice "
+            "'Preemption Model': PREEMPT_NONE, PREEMPT)"))
+
+
+@pytest.mark.parametrize("strong", [
+    PREEMPTION,                                                      # holds a stronger choice
+    rule("rt", {"CONFIG_PREEMPT_RT": ("y",)}, "preemption-timers"),  # holds its own option
+], ids=["satisfied_by", "expect"])
+def test_a_rule_is_not_applicable_where_its_way_gives_up_what_an_outranking_rule_holds(
+        rt_tree, tmp_path, strong):
+    strong = dataclasses.replace(strong, outranks=("thp",))
+    load_config(rt_tree, tmp_path, REAL_TIME)
+    report = audit.audit(rt_tree, [strong, THP], "latency")
+    assert verdicts(report)["thp", "CONFIG_TRANSPARENT_HUGEPAGE"] == ("n/a", None, NOT_APPLICABLE.format(strong.id))
+    assert report.rule_verdicts()["thp"][1] == "n/a"
+    text = audit.fragment(rt_tree, report)
+    assert "PREEMPT_RT" not in text and "TRANSPARENT_HUGEPAGE" not in text
+
+
+def test_outranking_holds_only_what_the_config_has_and_where_the_profile_audits_it(rt_tree, tmp_path):
+    strong = dataclasses.replace(PREEMPTION, outranks=("thp",))
+    # Not a real-time kernel: nothing stands in the way of huge pages.
+    load_config(rt_tree, tmp_path, PREEMPTIBLE)
+    report = audit.audit(rt_tree, [strong, THP], "latency")
+    assert verdicts(report)["thp", "CONFIG_TRANSPARENT_HUGEPAGE"] == ("change", "y", "")
+    # A profile the outranking rule does not audit: a server is told to leave RT.
+    load_config(rt_tree, tmp_path, REAL_TIME)
+    not_for_servers = dataclasses.replace(strong, expect={p: None if p == "throughput-server" else e
+                                                          for p, e in strong.expect.items()})
+    report = audit.audit(rt_tree, [not_for_servers, THP], "throughput-server")
+    assert verdicts(report)["thp", "CONFIG_TRANSPARENT_HUGEPAGE"][0] == "change"
+    # A rule it does not outrank, whose way keeps RT, is still a change.
+    hz = rule("hz", {"CONFIG_HZ_1000": ("y",)}, "preemption-timers")
+    report = audit.audit(rt_tree, [strong, THP, hz], "latency")
+    assert verdicts(report)["hz", "CONFIG_HZ_1000"] == ("change", "y", "")
+
+
 # --- the real rule base on Debian's 6.1 config ------------------------------------------------
 
 def without_btf(warnings):
@@ -367,6 +494,32 @@ def test_a_real_time_kernel_is_not_told_to_undo_its_preemption(tmp_path):
     # PREEMPT_DYNAMIC: the generic kernel becomes fully preemptible at boot.
     assert (verdicts["none_amd64"].verdict, verdicts["none_amd64"].reason) == \
         ("boot", "no rebuild: boot with preempt=full (CONFIG_PREEMPT_DYNAMIC=y lets the kernel choose)")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["6.1", "6.12"])
+def test_a_real_time_kernel_is_not_told_to_give_up_real_time_for_huge_pages(tmp_path, version):
+    """Debian's rt config audited for latency: THP needs !PREEMPT_RT, and preempt-full-latency,
+    which holds PREEMPT_RT=y, outranks thp-madvise, so no change is asked for. Linux 6.1's
+    source cannot hold PREEMPT_RT on x86 (Debian's 6.1 rt kernel carries the RT patch set):
+    the audit says so and answers for the config it resolves to, which is not real-time."""
+    profile = arches.load("x86_64")
+    tree = kconfig.open_tree(sources.resolve(f"debian:{version}"), profile, toolchain.detect(profile))
+    local = tmp_path / "rt.config"
+    local.write_bytes(lzma.decompress(Path(f"/usr/src/linux-config-{version}/config.amd64_rt_amd64.xz").read_bytes()))
+    warnings = tree.load(local)
+    report = audit.audit(tree, rules_for("latency"), "latency")
+    thp = {f.option: (f.verdict, f.reason) for f in report.findings if f.rule.id == "thp-madvise"}
+    assert not [f for f in report.findings if f.verdict == "change" and "PREEMPT_RT" in f.reason]
+    assert "PREEMPT_RT" not in audit.fragment(tree, report)
+    if version == "6.12":
+        gives_up = ("n/a", "not applicable here: needs PREEMPT_RT=n, but CONFIG_PREEMPT_RT=y holds for "
+                           "preempt-full-latency, which outranks thp-madvise")
+        assert thp == {"CONFIG_TRANSPARENT_HUGEPAGE": gives_up, "CONFIG_TRANSPARENT_HUGEPAGE_MADVISE": gives_up}
+    else:
+        assert any("CONFIG_PREEMPT_RT=y -> n" in w for w in warnings)
+        assert thp == {"CONFIG_TRANSPARENT_HUGEPAGE": ("change", ""),
+                       "CONFIG_TRANSPARENT_HUGEPAGE_MADVISE": ("change", "needs CONFIG_TRANSPARENT_HUGEPAGE=y too")}
 
 
 @pytest.mark.integration

@@ -337,3 +337,51 @@ def test_unknown_keys_and_wrong_types_name_the_key(tmp_path):
     expect_error(tmp_path, "debugging.toml: a-rule: evidence #1: verified: expected true or false, got a string 'yes'")
     write(tmp_path, "debugging.toml", "version = 2\n" + good())
     expect_error(tmp_path, "debugging.toml: unknown key 'version' (allowed: rule)")
+
+
+# --- which rule outranks which ---------------------------------------------------------------
+
+def outranking(id, beats, expect='expect.all = { CONFIG_DEBUG_LIST = "n" }'):
+    return good(id=id).replace('expect.all = { CONFIG_DEBUG_LIST = "n" }',
+                               f"{expect}\noutranks = {beats!r}".replace("'", '"'))
+
+
+def test_a_real_time_kernel_outranks_transparent_huge_pages_in_the_shipped_rules():
+    by_id = {r.id: r for r in load_rules()}
+    assert by_id["preempt-full-latency"].outranks == ("thp-madvise",)
+    assert all(not r.outranks for r in load_rules() if r.id != "preempt-full-latency")
+
+
+def test_outranks_loads_and_is_checked_across_files(tmp_path):
+    write(tmp_path, "debugging.toml", outranking("strong", ["weak"]))
+    write(tmp_path, "size.toml", good(id="weak", category="size"))
+    assert {r.id: r.outranks for r in load_rules(tmp_path)} == {"strong": ("weak",), "weak": ()}
+
+
+@pytest.mark.parametrize("beats, message", [
+    (["nobody"], "debugging.toml: strong: outranks 'nobody', which is no rule id"),
+    (["strong"], "debugging.toml: strong: outranks 'strong': name the id of another rule"),
+    (["Weak"], "debugging.toml: strong: outranks 'Weak': name the id of another rule"),
+    (["weak", "weak"], "debugging.toml: strong: outranks names a rule twice"),
+])
+def test_a_bad_outranks_is_refused(tmp_path, beats, message):
+    write(tmp_path, "debugging.toml", outranking("strong", beats))
+    write(tmp_path, "size.toml", good(id="weak", category="size"))
+    expect_error(tmp_path, message)
+
+
+def test_a_rule_can_only_outrank_one_a_profile_audits_with_it(tmp_path):
+    write(tmp_path, "debugging.toml",
+          outranking("strong", ["weak"], 'expect.latency = { CONFIG_PREEMPT = "y" }'))
+    weak = good(id="weak", category="size").replace('expect.all = { CONFIG_DEBUG_LIST = "n" }',
+                                                    'expect.all = { CONFIG_DEBUG_LIST = "n" }\n'
+                                                    'expect.latency = "skip"')
+    write(tmp_path, "size.toml", weak)
+    expect_error(tmp_path, "debugging.toml: strong: outranks 'weak', but no profile audits both")
+
+
+def test_no_rule_outranks_itself_through_others(tmp_path):
+    write(tmp_path, "debugging.toml", outranking("a-rule", ["b-rule"]) + outranking("c-rule", ["a-rule"]))
+    write(tmp_path, "size.toml", outranking("b-rule", ["c-rule"]).replace('"debugging"', '"size"'))
+    expect_error(tmp_path, "debugging.toml: a-rule: outranks itself: a-rule outranks b-rule outranks c-rule "
+                           "outranks a-rule")

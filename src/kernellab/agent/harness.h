@@ -80,10 +80,13 @@ struct metric_table {
 	const struct metric *metric;
 	size_t count;
 	const char *with; /* opt-in: runs only when KL_WITH names it (or KL_ONLY its metrics) */
+	bool fine_timers; /* its windows sleep to deadlines: wait_for_fine_timers() first */
 };
 
-#define METRIC_TABLE(array) { array, sizeof(array) / sizeof((array)[0]), NULL }
-#define OPT_IN_TABLE(array, word) { array, sizeof(array) / sizeof((array)[0]), word }
+#define METRIC_TABLE(array) { array, sizeof(array) / sizeof((array)[0]), NULL, false }
+#define OPT_IN_TABLE(array, word) { array, sizeof(array) / sizeof((array)[0]), word, false }
+/* A table of timed windows; word: NULL, or opt-in as in OPT_IN_TABLE. */
+#define FINE_TIMER_TABLE(array, word) { array, sizeof(array) / sizeof((array)[0]), word, true }
 
 /*
  * The groups' tables, by file (a file has several where its metrics are
@@ -148,6 +151,13 @@ static inline int fail_because(struct run *r, const char *reason)
 
 /* Measures the costs taken out of samples and reports them in t=meta records. */
 void measure_overheads(void);
+/*
+ * Waits, in the first seconds of uptime only, until the timers have high
+ * resolution, and reports in t=meta key=fine_timers.GROUP what resolution it
+ * got after how long.  The suite calls it before the first metric of a
+ * table marked fine_timers (FINE_TIMER_TABLE).
+ */
+void wait_for_fine_timers(const struct metric_table *t);
 /* Runs one metric (and its twin) and reports its samples, or why there are none. */
 void run_metric(const struct metric *m, const struct options *o, const char *workdir);
 /* Whether name is one of the comma-separated names in only (NULL: all). */

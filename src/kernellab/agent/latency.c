@@ -26,8 +26,6 @@
 #define INTERVAL_NS 1000000L /* 1 ms, cyclictest's default */
 #define LOAD_CHUNK (64 * 1024)
 #define RT_PRIORITY 80        /* cyclictest -p 80 */
-#define FINE_TIMER_NS 1000L   /* high-resolution timers report 1 ns */
-#define FINE_TIMER_WAIT_S 5   /* of uptime, after which the timers are what they are */
 
 static pid_t load[2] = { -1, -1 };
 static struct sched_param saved_param;
@@ -77,29 +75,12 @@ static void stop_load(void)
 	}
 }
 
-/*
- * When the agent starts, an x86 guest's timers are still tick-based
- * (clock_getres says 4 ms at HZ 250), and a first window then woke ~0.4 s
- * late at its median, as a bisect's probe (only these metrics) measured it.
- * Wait for high resolution, but only in the first seconds: a kernel without
- * it measures what it has.
- */
-static void wait_for_fine_timers(void)
-{
-	const struct timespec pause = { 0, 10 * 1000 * 1000 };
-	struct timespec res, up;
-
-	while (clock_getres(CLOCK_MONOTONIC, &res) == 0 && (res.tv_sec > 0 || res.tv_nsec > FINE_TIMER_NS) &&
-	       clock_gettime(CLOCK_BOOTTIME, &up) == 0 && up.tv_sec < FINE_TIMER_WAIT_S)
-		nanosleep(&pause, NULL);
-}
-
 static int setup_latency(struct run *r)
 {
 	struct sched_param rt = { .sched_priority = RT_PRIORITY };
 	int err;
 
-	wait_for_fine_timers();
+	/* The suite waited for fine timers first (FINE_TIMER_TABLE). */
 
 	/*
 	 * The load is forked first: a child of a SCHED_FIFO thread is SCHED_FIFO at the
@@ -200,4 +181,4 @@ static const struct metric metrics[] = {
 	  .max_repeats = SLOW_REPEATS, .setup = setup_latency, .run = run_tail, .teardown = teardown_latency },
 };
 
-const struct metric_table latency_metrics = METRIC_TABLE(metrics);
+const struct metric_table latency_metrics = FINE_TIMER_TABLE(metrics, NULL);

@@ -17,11 +17,14 @@
  * about the run that are not measurements, such as the harness overheads
  * and, in PID-1 mode, key=module.NAME for each kernel module of the
  * initramfs: loaded or why not), then for each metric either one t=sample
- * per repeat or one t=na saying why it could not run, then one t=sample
- * per /proc/meminfo line (before the last group, sysfs.*, whose walk of
- * /sys fills the dentry and inode caches), one t=meta
- * key=vulnerability.NAME per file of /sys/devices/system/cpu/vulnerabilities,
- * and last t=end records=<number of records before it>.
+ * per repeat or one t=na saying why it could not run, with one t=sample
+ * per /proc/meminfo line among them (before the groups whose load leaves the
+ * memory changed: net.*, mem.alloc_max, blk.*, file.*; and before sysfs.*,
+ * whose walk of /sys fills the dentry and inode caches) and a t=meta
+ * key=fine_timers.GROUP before the groups that sleep to deadlines (lat.*,
+ * net.*: harness.h), then one t=meta key=vulnerability.NAME per file of
+ * /sys/devices/system/cpu/vulnerabilities, and last t=end records=<number
+ * of records before it>.
  *
  * The suite is lmbench-class: system calls, signals, IPC latency and
  * bandwidth, context switches, file system, VM, memory bandwidth, AES in the
@@ -97,7 +100,8 @@
 
 /*
  * The suite, in the order it runs.  Idle before alloc_max and the disk,
- * whose aftermath (reclaim, writeback) is not idle.
+ * whose aftermath (reclaim, writeback) is not idle; /proc/meminfo is read
+ * between the two (see FIRST_LOADED).
  */
 static const struct metric_table *const suite[] = {
 	&syscall_metrics,
@@ -114,10 +118,17 @@ static const struct metric_table *const suite[] = {
 	&mem_alloc_metrics,
 	&blk_metrics,
 	&file_metrics,
-	&sysfs_metrics, /* last, after meminfo: see run_suite */
+	&sysfs_metrics, /* last: its walk of /sys fills Slab with dentries */
 };
 
 #define SUITE_TABLES (sizeof(suite) / sizeof(suite[0]))
+/*
+ * The first table whose load leaves the memory otherwise than it found it:
+ * the server's sockets, alloc_max's reclaim, the disk's and the file's page
+ * cache and writeback.  /proc/meminfo is read just before it, so the memory
+ * rows describe a guest at rest, the same whether net.* runs or not.
+ */
+#define FIRST_LOADED (&net_metrics)
 
 static char local_workdir[] = "/tmp/kl-agent-XXXXXX";
 
@@ -208,6 +219,23 @@ static bool table_runs(const struct metric_table *t, const struct options *o)
 	return !t->with || o->only || (o->with && selected(o->with, t->with));
 }
 
+static void run_table(const struct metric_table *t, const struct options *o, const char *workdir)
+{
+	bool waited = false;
+
+	if (!table_runs(t, o))
+		return;
+	for (size_t i = 0; i < t->count; i++) {
+		if (!wanted(o->only, &t->metric[i]))
+			continue;
+		if (t->fine_timers && !waited) {
+			wait_for_fine_timers(t);
+			waited = true;
+		}
+		run_metric(&t->metric[i], o, workdir);
+	}
+}
+
 static void run_suite(const struct options *o, const char *workdir)
 {
 	struct utsname u;
@@ -232,12 +260,9 @@ static void run_suite(const struct options *o, const char *workdir)
 	bool profiling = o->profile && profile_reset();
 
 	for (size_t t = 0; t < SUITE_TABLES; t++) {
-		/* Before the walk of /sys brings its directories into Slab. */
-		if (suite[t] == &sysfs_metrics && selected(o->only, MEMINFO))
+		if (suite[t] == FIRST_LOADED && selected(o->only, MEMINFO))
 			report_meminfo();
-		for (size_t i = 0; i < suite[t]->count; i++)
-			if (table_runs(suite[t], o) && wanted(o->only, &suite[t]->metric[i]))
-				run_metric(&suite[t]->metric[i], o, workdir);
+		run_table(suite[t], o, workdir);
 	}
 	if (profiling)
 		profile_report();

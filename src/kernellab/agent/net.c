@@ -432,4 +432,5 @@ static const struct metric metrics[] = {
 	  .setup = setup_net, .run = run_ctxsw_window, .teardown = teardown_net },
 };
 
-const struct metric_table net_metrics = OPT_IN_TABLE(metrics, "net");
+/* Windows of KL_NET_MS sleeps and 2 ms request gaps: fine timers, as lat.* */
+const struct metric_table net_metrics = FINE_TIMER_TABLE(metrics, "net");

@@ -8,7 +8,10 @@ Each option a rule names for the profile gets a verdict:
           switch (a boot parameter such as preempt=none under PREEMPT_DYNAMIC) does it
           without a rebuild;
 - n/a     it cannot be set in this tree and arch: the option does not exist, exists only
-          for other arches, or depends on something that can never hold here.
+          for other arches, or depends on something that can never hold here; or its only
+          way gives up a value that a rule outranking this one holds (`outranks` in the
+          rule files: a latency kernel keeps PREEMPT_RT=y, which transparent huge pages
+          would need off).
 A rule is `change` when any of its options is, else `boot`, else `ok` when one is ok, else `n/a`
 (rules name options of several kernel versions, e.g. PAGE_TABLE_ISOLATION and its
 6.9 name MITIGATION_PAGE_TABLE_ISOLATION, so one n/a option is expected).
@@ -23,6 +26,7 @@ make possible (they turn off what selected its option) is planned again on top o
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +37,20 @@ from .kconfig import KconfigTree
 from .planner import Need, plan, same_value
 
 VERDICTS = ("ok", "boot", "change", "n/a")
+# How the planner writes a need on one symbol: NAME=value, then maybe why in parentheses.
+_SYMBOL_NEED = re.compile(r'(?P<name>[A-Za-z0-9_]+)=(?P<value>"(?:[^"\\]|\\.)*"|\S+)(?: \(.*\))?', re.S)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A value of the audited config that a rule holds: one of its options at an acceptable
+    value, or a stronger choice it names (satisfied_by) that holds."""
+    option: str   # CONFIG_NAME
+    value: str
+    rule: str     # the id of the rule holding it
+
+    def text(self) -> str:
+        return f"{self.option}={self.value}"
 
 
 @dataclass
@@ -45,6 +63,7 @@ class Finding:
     reason: str = ""
     target: str | None = None      # the acceptable value recommended (change)
     settings: list[Setting] | None = None   # assignments that make the change; None: more than that
+    keep: tuple[Held, ...] = ()   # what the rules outranking this one hold: no way may undo it
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule.id, "title": self.rule.title, "category": self.rule.category,
@@ -89,9 +108,11 @@ class AuditReport:
 def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
     """Audit the config loaded in `tree`."""
     findings = []
+    held = {rule.id: _held(tree, rule, profile) for rule in rules}
     for rule in rules:
         expected = rule.expected_for(profile)
         stronger = _stronger(tree, rule)
+        keep = tuple(h for other in rules if rule.id in other.outranks for h in held[other.id])
         at_boot = rule.switch is not None and all(_holds(tree, o, v) for o, v in rule.switch.when)
         for option, acceptable in (expected or {}).items():
             if stronger:
@@ -99,7 +120,7 @@ def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
                 findings.append(Finding(rule, option, tree.value(sym) if sym is not None else None, acceptable, "ok",
                                         f"{stronger} holds: a stronger choice of the same kind"))
                 continue
-            finding = _check(tree, rule, option, acceptable)
+            finding = _check(tree, rule, option, acceptable, keep)
             if at_boot and finding.verdict == "change":
                 assert rule.switch is not None
                 finding = dataclasses.replace(finding, verdict="boot", settings=None, reason=(
@@ -122,7 +143,39 @@ def _stronger(tree: KconfigTree, rule: Rule) -> str:
     return ""
 
 
-def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ...]) -> Finding:
+def _held(tree: KconfigTree, rule: Rule, profile: str) -> tuple[Held, ...]:
+    """What `rule` holds in the config for `profile` (nothing where it does not audit it)."""
+    expected = rule.expected_for(profile)
+    if expected is None:
+        return ()
+    out = [Held(o, v, rule.id) for o, v in rule.satisfied_by if _holds(tree, o, v)]
+    for option, acceptable in expected.items():
+        sym = tree.symbol(option)
+        current = tree.value(sym) if sym is not None else None
+        if current is not None and any(same_value(sym, current, v) for v in acceptable):
+            out.append(Held(option, current, rule.id))
+    return tuple(out)
+
+
+def _gives_up(tree: KconfigTree, need: Need, keep: tuple[Held, ...]) -> tuple[Held, str] | None:
+    """The first held value the plan's way changes, depth first, and the need that changes it."""
+    held = {h.option: h for h in keep}
+    ahead, seen = [need], set()
+    while held and ahead:
+        n = ahead.pop()
+        if n.met or id(n) in seen:
+            continue
+        seen.add(id(n))
+        symbol = _SYMBOL_NEED.fullmatch(n.text)
+        h = held.get(f"CONFIG_{symbol['name']}") if symbol else None
+        if symbol and h is not None and not same_value(tree.symbol(h.option), h.value, symbol["value"]):
+            return h, f"{symbol['name']}={symbol['value']}"
+        ahead += reversed(n.needs)
+    return None
+
+
+def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ...],
+           keep: tuple[Held, ...] = ()) -> Finding:
     sym = tree.symbol(option)
     if sym is None:
         return Finding(rule, option, None, acceptable, "n/a", tree.missing(option, suggest=False))
@@ -130,10 +183,19 @@ def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ..
     if current is not None and any(same_value(sym, current, v) for v in acceptable):
         return Finding(rule, option, current, acceptable, "ok")
     plans = [(value, plan(tree, sym, value)) for value in acceptable]
-    feasible = [(value, p) for value, p in plans if p.reason() is None]
-    if not feasible:
+    possible = [(value, p) for value, p in plans if p.reason() is None]
+    if not possible:
         # Not None: no plan is feasible, so each has a reason.
         return Finding(rule, option, current, acceptable, "n/a", plans[0][1].reason() or "")
+    feasible = [(value, p) for value, p in possible if _gives_up(tree, p, keep) is None]
+    if not feasible:
+        # A stronger rule of the profile holds what every way needs changed: never a change.
+        given_up = _gives_up(tree, possible[0][1], keep)
+        assert given_up is not None   # every possible plan gives something up
+        h, needs = given_up
+        return Finding(rule, option, current, acceptable, "n/a",
+                       f"not applicable here: needs {needs}, but {h.text()} holds for {h.rule}, "
+                       f"which outranks {rule.id}", keep=keep)
     # Prefer a value plain assignments reach, then the fewest of them.
     value, chosen = min(feasible, key=lambda vp: (vp[1].settings() is None, len(vp[1].settings() or ())))
     settings = chosen.settings()
@@ -142,7 +204,7 @@ def _check(tree: KconfigTree, rule: Rule, option: str, acceptable: tuple[str, ..
     else:
         extra = [f"{s.name}={s.value}" for s in settings if s.name != option]
         reason = f"needs {', '.join(extra)} too" if extra else ""
-    return Finding(rule, option, current, acceptable, "change", reason, value, settings)
+    return Finding(rule, option, current, acceptable, "change", reason, value, settings, keep)
 
 
 def _manual(need: Need) -> str:
@@ -192,7 +254,8 @@ def applicable(tree: KconfigTree, report: AuditReport) -> Applicable:
             if id(f) in why_not and id(f) not in retried and not _reached(tree, f):
                 retried.add(id(f))
                 assert f.target is not None   # a change always has its target
-                settings = plan(tree, tree.symbol(f.option), f.target).settings()
+                again_plan = plan(tree, tree.symbol(f.option), f.target)
+                settings = again_plan.settings() if _gives_up(tree, again_plan, f.keep) is None else None
                 if settings:
                     again[id(f)] = settings
         if not again:

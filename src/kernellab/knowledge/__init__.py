@@ -30,6 +30,9 @@ Schema of one rule (see any shipped file for examples)::
     flaws = ["meltdown"]            # the CPU flaws (names of the files in
                                     # /sys/devices/system/cpu/vulnerabilities) the options
                                     # mitigate: on a CPU not affected they never run
+    outranks = ["thp-madvise"]      # ids of rules this one wins over, in every profile
+                                    # that audits both: the audit never recommends to them
+                                    # a change whose way undoes what this one holds
 
 A value is ``"y"``, ``"n"``, ``"m"``, a number as written in .config (``"1000"``,
 ``"0x10"``), a double-quoted string (``"\\"deadline\\""``), or a list of such values.
@@ -93,6 +96,10 @@ class _RuleTable:
     # The CPU flaws the options mitigate, as /sys/devices/system/cpu/vulnerabilities names
     # them: a measured cost where every run's kernel said "Not affected" is no cost at all.
     flaws: list[str] = field(default_factory=list)
+    # Rules this one wins over: where a profile audits both and this one holds a value (an
+    # acceptable one of its options, or a stronger choice), the other is not applicable if
+    # its only way gives that value up (THP needs !PREEMPT_RT: a latency kernel keeps RT).
+    outranks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,7 @@ class Rule:
     satisfied_by: tuple[tuple[str, str], ...] = ()   # (option, value)
     switch: Switch | None = None
     flaws: tuple[str, ...] = ()
+    outranks: tuple[str, ...] = ()    # ids of the rules this one wins over
 
     def expected_for(self, profile: str) -> dict[str, tuple[str, ...]] | None:
         """The options this rule checks for `profile` and their acceptable values; None = skip."""
@@ -191,7 +199,42 @@ def _load_dir(directory: Path) -> list[Rule]:
                 raise LabError(f"{path.name}: {rule.id}: duplicate rule id (also in {seen[rule.id]})")
             seen[rule.id] = path.name
             rules.append(rule)
+    _check_outranks(rules, seen)
     return rules
+
+
+def _check_outranks(rules: list[Rule], files: dict[str, str]) -> None:
+    """Every rule an `outranks` names exists and shares a profile with it, and no rule
+    outranks itself through others: which rule wins must never depend on the order."""
+    by_id = {r.id: r for r in rules}
+    for rule in rules:
+        where = f"{files[rule.id]}: {rule.id}"
+        for other in rule.outranks:
+            if other not in by_id:
+                raise LabError(f"{where}: outranks {other!r}, which is no rule id")
+            if not any(rule.expect[p] is not None and by_id[other].expect[p] is not None for p in PROFILES):
+                raise LabError(f"{where}: outranks {other!r}, but no profile audits both")
+    for rule in rules:
+        if cycle := _outranking_cycle(rule.id, by_id):
+            raise LabError(f"{files[rule.id]}: {rule.id}: outranks itself: {' outranks '.join(cycle)}")
+
+
+def _outranking_cycle(start: str, by_id: dict[str, Rule]) -> list[str]:
+    """The chain start outranks ... outranks start, if there is one ([] when none)."""
+    came_from: dict[str, str] = {}
+    ahead = [start]
+    while ahead:
+        current = ahead.pop()
+        for beaten in by_id[current].outranks:
+            if beaten == start:
+                chain = [current]
+                while chain[-1] != start:
+                    chain.append(came_from[chain[-1]])
+                return [*reversed(chain), start]
+            if beaten not in came_from:
+                came_from[beaten] = current
+                ahead.append(beaten)
+    return []
 
 
 def _metric_names() -> set[str]:
@@ -242,10 +285,15 @@ def _parse_rule(name: str, category: str, index: int, raw: dict[str, Any], metri
         if not _FLAW.fullmatch(flaw):
             raise fail(f"flaws: {flaw!r} is not a file name of /sys/devices/system/cpu/vulnerabilities "
                        "(e.g. meltdown, spectre_v2)")
+    for other in table.outranks:
+        if not _ID.fullmatch(other) or other == table.id:
+            raise fail(f"outranks {other!r}: name the id of another rule")
+    if len(set(table.outranks)) != len(table.outranks):
+        raise fail("outranks names a rule twice")
     return Rule(id=table.id, title=table.title, category=category, rationale=table.rationale,
                 metric=table.metric, expected_change=table.expected_change,
                 expect=expect, evidence=evidence, satisfied_by=stronger, switch=switch,
-                flaws=tuple(table.flaws))
+                flaws=tuple(table.flaws), outranks=tuple(table.outranks))
 
 
 def _assignment(text: str, key: str, fail: Callable[[str], LabError]) -> tuple[str, str]:
