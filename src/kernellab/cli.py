@@ -465,7 +465,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 def cmd_cite(args: argparse.Namespace) -> int:
     from .knowledge import cite, load_rules
-    results = cite.load_results(Path(args.results))
+    results = costtable.load_results(Path(args.results))
     rules = load_rules()
     unknown = sorted(set(args.rule) - {r.id for r in rules})
     if unknown:

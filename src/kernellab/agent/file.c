@@ -53,31 +53,6 @@ static long file_mb;               /* MiB per sample; 0: the whole file */
 static int file_fd = -1;
 static void *request;
 
-/* The ext4 superblock at byte 1024: magic 0xef53 at 56, log2(block size / 1024) at 24. */
-static int ext4_block_size(const char *dev, unsigned long *block)
-{
-	unsigned char sb[64];
-	int fd = open(dev, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = pread(fd, sb, sizeof(sb), 1024);
-	if (close(fd) < 0)
-		warn("close %s: %s", dev, strerror(errno));
-	if (n != (ssize_t)sizeof(sb) || sb[56] != 0x53 || sb[57] != 0xef)
-		return -1;
-	*block = 1024UL << (sb[24] | sb[25] << 8 | sb[26] << 16 | (unsigned long)sb[27] << 24);
-	return 0;
-}
-
-bool holds_file_system(const char *dev)
-{
-	unsigned long block;
-
-	return ext4_block_size(dev, &block) == 0;
-}
-
 static void mount_file_system(const char *type)
 {
 	const char *dev;

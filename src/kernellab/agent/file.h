@@ -2,8 +2,6 @@
 #ifndef KL_FILE_H
 #define KL_FILE_H
 
-#include <stdbool.h>
-
 /*
  * Reads KL_FILE_MB, then in PID-1 mode mounts the file system KL_FS names
  * (the disk find_file_system_disk() finds), in local mode takes KL_FILE_DIR.
@@ -12,7 +10,5 @@
 void file_setup(void);
 /* After t=hello: t=meta key=file_system value=TYPE,DEVICE,block_BYTES if one is mounted. */
 void report_file_system(void);
-/* Whether the disk (a device node or a file) holds an ext4 file system. */
-bool holds_file_system(const char *dev);
 
 #endif

@@ -349,6 +349,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--exit-now") == 0)
 		_exit(0);
 
+	on_die(finish); /* before anything can die: init must not exit */
 	pid1 = getpid() == 1;
 	if (pid1) {
 		/*

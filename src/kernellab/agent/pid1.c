@@ -26,7 +26,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "file.h"
 #include "pid1.h"
 #include "record.h"
 
@@ -119,6 +118,31 @@ static void bring_up_loopback(void)
 	}
 	if (close(fd) < 0)
 		warn("close: %s", strerror(errno));
+}
+
+/* The ext4 superblock at byte 1024: magic 0xef53 at 56, log2(block size / 1024) at 24. */
+int ext4_block_size(const char *dev, unsigned long *block)
+{
+	unsigned char sb[64];
+	int fd = open(dev, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = pread(fd, sb, sizeof(sb), 1024);
+	if (close(fd) < 0)
+		warn("close %s: %s", dev, strerror(errno));
+	if (n != (ssize_t)sizeof(sb) || sb[56] != 0x53 || sb[57] != 0xef)
+		return -1;
+	*block = 1024UL << (sb[24] | sb[25] << 8 | sb[26] << 16 | (unsigned long)sb[27] << 24);
+	return 0;
+}
+
+static bool holds_file_system(const char *dev)
+{
+	unsigned long block;
+
+	return ext4_block_size(dev, &block) == 0;
 }
 
 /*

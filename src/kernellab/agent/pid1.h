@@ -21,6 +21,11 @@ const char *find_scratch_disk(void);
 /* PID-1 mode's disk holding a file system the host made (the fs: axis), or NULL. */
 const char *find_file_system_disk(void);
 /*
+ * Whether the disk (a device node or a file) holds an ext4 file system: 0 and
+ * its block size in *block, else -1.  How find_file_system_disk() knows it.
+ */
+int ext4_block_size(const char *dev, unsigned long *block);
+/*
  * Writes text to an existing file, such as a /proc setting.  Returns 0, or
  * -1 after warning, so callers that carry on regardless may ignore it.
  */

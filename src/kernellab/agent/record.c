@@ -15,13 +15,14 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "pid1.h"
 #include "record.h"
 
 static unsigned long next_seq;
+static void (*die_end)(int status);   /* on_die()'s; NULL: exit */
 
 /* One write per message, so it cannot split a record on the console. */
 static void vmessage(const char *prefix, const char *fmt, va_list ap)
@@ -46,6 +47,11 @@ void warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+void on_die(void (*end)(int status))
+{
+	die_end = end;
+}
+
 void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -53,7 +59,9 @@ void die(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmessage("fatal: ", fmt, ap);
 	va_end(ap);
-	finish(1);
+	if (die_end)
+		die_end(1);
+	exit(1);
 }
 
 /* CRC-32 as in IEEE 802.3 and zlib.crc32; bitwise, records are short. */

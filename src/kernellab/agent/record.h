@@ -31,7 +31,13 @@ unsigned long records_emitted(void);
 char *sanitize(char *s);
 
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Warns and ends the run (see finish() in pid1.c). */
+/* Warns and ends the run: by the function on_die() registered, else exit(). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/*
+ * How die() ends the run.  main() registers finish() (pid1.c) before anything
+ * can die, so that init powers the VM down rather than exit; record.c, which
+ * every file uses, calls no other file of the agent.  end must not return.
+ */
+void on_die(void (*end)(int status));
 
 #endif

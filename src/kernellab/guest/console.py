@@ -1,4 +1,5 @@
-"""The kernel's console log: boot milestones, the "Memory:" line, panics.
+"""The kernel's console log: boot milestones, the "Memory:" line, panics; and the console
+itself, as any target hands it back (Console, Exit).
 
 Each line arrives with the host time (seconds since QEMU started) at which it was read,
 and most carry the kernel's own printk time ("[    0.123456]"), so every milestone is
@@ -8,7 +9,9 @@ known on both clocks.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 # printk's "%5lu.%06lu": a longer number is no kernel's, and would not stay finite.
 PRINTK_TIME = re.compile(r"^\[\s*([0-9]{1,10}\.[0-9]{1,9})\]\s?")
@@ -51,6 +54,43 @@ class ConsoleLine:
     @property
     def message(self) -> str:
         return PRINTK_TIME.sub("", self.text, count=1)
+
+
+@dataclass
+class Exit:
+    code: int | None   # the process's exit code; None when kernellab stopped it
+    timed_out: bool    # stopped because the time limit ran out
+    stderr: str        # what the target said besides the console (QEMU's own errors)
+    wall_s: float
+    ended: str = "the kernel stopped before the agent finished"   # an early end, on this target
+
+
+class Console(Protocol):
+    """One running kernel's console, as a target (kernellab.targets) hands it back."""
+    command: list[str]   # what was started, for the record
+
+    def lines(self) -> Iterator[ConsoleLine]:
+        """Lines as they arrive, host-timestamped; ends when the kernel is gone, the time
+        limit runs out or a stop_in() delay has passed."""
+        ...
+
+    def stop_in(self, seconds: float) -> None:
+        """The reader has heard what it needs: stop after `seconds` more (0: now)."""
+        ...
+
+    @property
+    def exit(self) -> Exit:
+        """How it ended; valid once lines() is exhausted."""
+        ...
+
+    def unavailable(self) -> dict[str, str]:
+        """Metrics (or metric prefixes ending in ".") the target could not give, and why:
+        boot milestones from a kernel log root may not read."""
+        ...
+
+    def facts_after(self) -> dict[str, str]:
+        """What the target learned by the end of the run (a real machine's load average)."""
+        ...
 
 
 @dataclass(frozen=True)

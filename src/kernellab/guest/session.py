@@ -18,8 +18,7 @@ from typing import Protocol
 from ..agent.version import check_hello
 from ..errors import LabError
 from ..metrics.catalog import describe
-from ..targets import Console, Exit
-from .console import MILESTONES, ConsoleLine, initcalls, is_panic, memory_line, milestones
+from .console import MILESTONES, Console, ConsoleLine, Exit, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
 from .vulnerabilities import PREFIX as VULNERABILITY
 

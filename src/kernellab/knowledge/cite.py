@@ -1,31 +1,18 @@
 """kernellab's own measurements as evidence for the rules: from a results file
-(`kernellab study run NAME --format results`, kernellab.report.results), the
-`[[rule.evidence]]` block each rule whose options the file measured can cite, with every
-figure as the file holds it and how it was obtained (mode, runs, kernel, date, version).
-The blocks are printed for a person to paste and annotate: which figure matters for a rule,
-and why, stays a judgement."""
+(`kernellab study run NAME --format results`, kernellab.report.results; the caller reads
+it with kernellab.report.costtable.load_results), the `[[rule.evidence]]` block each rule
+whose options the file measured can cite, with every figure as the file holds it and how
+it was obtained (mode, runs, kernel, date, version). The blocks are printed for a person
+to paste and annotate: which figure matters for a rule, and why, stays a judgement."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from ..errors import LabError
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from ..report import costtable, reading
-from ..report.results import RESULTS_FORMAT
 from . import Rule
-
-
-def load_results(path: Path) -> dict[str, Any]:
-    """A results file, read as `show` reads one: finite numbers, checked against its schema."""
-    how = "write one with `kernellab study run NAME --format results -o FILE`"
-    data = reading.load_json(path, how)
-    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise LabError(f"{path}: not a {RESULTS_FORMAT} file; {how}")
-    return costtable.check_readable(data, str(path), "table")
 
 
 def evidence(rule: Rule, results: dict[str, Any], source: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -24,6 +25,15 @@ FORMATS = ("table", "markdown", "json")
 # An option that brings this many others along is named with the first few: the rest
 # are in the file.
 WITH_SHOWN = 3
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """A results file, read as `show` reads one: finite numbers, checked against its schema."""
+    how = "write one with `kernellab study run NAME --format results -o FILE`"
+    data = reading.load_json(path, how)
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise LabError(f"{path}: not a {RESULTS_FORMAT} file; {how}")
+    return check_readable(data, str(path), "table")
 
 
 def check_readable(results: dict[str, Any], origin: str, fmt: str) -> dict[str, Any]:

@@ -9,13 +9,33 @@ verdict (a variant named with one would otherwise break it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from junitparser import Failure, JUnitXml, TestCase, TestSuite
 
-from ..gate import Check
 from . import header_lines
 from .terminal import printable
+
+
+class _Rule(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class Check(Protocol):
+    """One of the gate's verdicts (kernellab.gate.Check), as much of it as this page reads:
+    the gate sits above the reports, and hands its checks down."""
+    @property
+    def rule(self) -> _Rule: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def broken(self) -> bool: ...
+    @property
+    def detail(self) -> str: ...
+    def line(self) -> str: ...
 
 
 def render(report: dict[str, Any], checks: Sequence[Check]) -> str:

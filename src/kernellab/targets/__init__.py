@@ -10,13 +10,15 @@ replays a board lab's job log. The tests have a fake that replays a script.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..guest.console import ConsoleLine
+# A console and how it ended are the guest layer's (guest.console), which the session reads
+# without knowing which target started the kernel; they are named here too, for the targets.
+from ..guest.console import Console as Console
+from ..guest.console import Exit as Exit
 
 
 @dataclass(frozen=True)
@@ -38,43 +40,6 @@ class TargetInfo:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-@dataclass
-class Exit:
-    code: int | None   # the process's exit code; None when kernellab stopped it
-    timed_out: bool    # stopped because the time limit ran out
-    stderr: str        # what the target said besides the console (QEMU's own errors)
-    wall_s: float
-    ended: str = "the kernel stopped before the agent finished"   # an early end, on this target
-
-
-class Console(Protocol):
-    """One running kernel's console."""
-    command: list[str]   # what was started, for the record
-
-    def lines(self) -> Iterator[ConsoleLine]:
-        """Lines as they arrive, host-timestamped; ends when the kernel is gone, the time
-        limit runs out or a stop_in() delay has passed."""
-        ...
-
-    def stop_in(self, seconds: float) -> None:
-        """The reader has heard what it needs: stop after `seconds` more (0: now)."""
-        ...
-
-    @property
-    def exit(self) -> Exit:
-        """How it ended; valid once lines() is exhausted."""
-        ...
-
-    def unavailable(self) -> dict[str, str]:
-        """Metrics (or metric prefixes ending in ".") the target could not give, and why:
-        boot milestones from a kernel log root may not read."""
-        ...
-
-    def facts_after(self) -> dict[str, str]:
-        """What the target learned by the end of the run (a real machine's load average)."""
-        ...
 
 
 class Target(Protocol):
