@@ -7,13 +7,13 @@ from kernellab import modes
 from kernellab.agent.compile import agent_binary
 from kernellab.build import FIGURE_FIELDS, FIGURE_METRICS
 from kernellab.guest.records import RecordStream
-from kernellab.metrics.catalog import GROUPS, catalog, describe, from_source, opt_in_groups, sort_key
+from kernellab.metrics.catalog import catalog, describe, from_source, groups, opt_in_groups, sort_key
 
 
 def test_every_entry_is_well_formed():
     for m in catalog().values():
         assert m.better in ("lower", "higher"), m
-        assert m.group in GROUPS, m
+        assert m.group in groups(), m
         assert m.clock in ("build", "host", "guest", "count"), m
         assert m.modes and set(m.modes) <= set(modes.NAMES), m
         assert all(re.fullmatch(r"CONFIG_[A-Z0-9_]+", n) for n in m.needs), m
@@ -64,10 +64,17 @@ def test_a_bad_catalog_entry_is_one_line_naming_the_key():
     from kernellab.metrics.catalog import _File
     good = {"name": "x.y", "label": "x", "unit": "ns", "better": "lower", "group": "syscalls",
             "clock": "guest", "source": "agent"}
-    assert datafile.load(_File, {"metric": [good]}, "m.toml").metric[0].source == "agent"
+    groups = ["syscalls", "initcalls", "memory", "other"]
+    assert datafile.load(_File, {"groups": groups, "metric": [good]}, "m.toml").metric[0].source == "agent"
     with pytest.raises(LabError, match=r"^m.toml: metric #1: better: 'faster' is not one of 'lower', 'higher'$"):
-        datafile.load(_File, {"metric": [{**good, "better": "faster"}]}, "m.toml")
+        datafile.load(_File, {"groups": groups, "metric": [{**good, "better": "faster"}]}, "m.toml")
     with pytest.raises(LabError, match=r"^m.toml: metric #1: unknown key 'units' \(allowed: better, clock, "):
-        datafile.load(_File, {"metric": [{**good, "units": "ns"}]}, "m.toml")
+        datafile.load(_File, {"groups": groups, "metric": [{**good, "units": "ns"}]}, "m.toml")
     with pytest.raises(LabError, match=r"^m.toml: metric #1: metric x.y: unknown mode 'cycles'"):
-        datafile.load(_File, {"metric": [{**good, "modes": ["cycles"]}]}, "m.toml")
+        datafile.load(_File, {"groups": groups, "metric": [{**good, "modes": ["cycles"]}]}, "m.toml")
+    with pytest.raises(LabError, match=r"^m.toml: metric x.y: group 'syscall' is not one of syscalls, initcalls, "):
+        datafile.load(_File, {"groups": groups, "metric": [{**good, "group": "syscall"}]}, "m.toml")
+    with pytest.raises(LabError, match=r"^m.toml: groups: 'other' is missing \(describe\(\) gives it"):
+        datafile.load(_File, {"groups": groups[:3], "metric": [good]}, "m.toml")
+    with pytest.raises(LabError, match=r"^m.toml: missing key 'groups'$"):
+        datafile.load(_File, {"metric": [good]}, "m.toml")

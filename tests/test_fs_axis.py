@@ -65,7 +65,7 @@ def test_the_image_is_made_once_with_its_file_allocated(small_images, monkeypatc
 @needs_mke2fs
 @pytest.mark.parametrize("arch", ["ppc44x", "x86_64"])
 def test_qemu_attaches_it_beside_the_scratch_disk_with_snapshot_on(arch):
-    target = QemuTarget(arches.load(arch), 64, fs="ext4-64k")
+    target = QemuTarget(arches.load(arch), 64, fs=fsimage.parse("ext4-64k"))
     argv = target.command(Path("k"), None, "", "wall", Path("/r/scratch.img"), Path("/c/fs.img"))
     drives = [argv[i + 1] for i, a in enumerate(argv) if a == "-drive"]
     assert len(drives) == 2
@@ -79,7 +79,7 @@ def test_qemu_attaches_it_beside_the_scratch_disk_with_snapshot_on(arch):
 
 def test_icount_mode_refuses_a_file_system_in_one_line(lab, capsys):
     with pytest.raises(LabError, match="fs:ext4-4k needs --mode wall: a disk's I/O completes in host time"):
-        QemuTarget(arches.load("x86_64"), 64, fs="ext4-4k")._fs_image("icount")
+        QemuTarget(arches.load("x86_64"), 64, fs=fsimage.parse("ext4-4k"))._fs_image("icount")
     assert lab.main("compare", "--mode", "icount", "a=tinyconfig+fs:ext4-4k") == 2
     err = capsys.readouterr().err
     assert "a (fs:ext4-4k): a file system on a disk needs --mode wall" in err and err.count("\n") == 1

@@ -15,6 +15,8 @@ API
 - ``median_ci``, ``needs_more``, ``needs_another_run``, ``imprecise_metrics``: adaptive
   repetition for wall mode (``while needs_another_run(...) and runs < cap``).
 - ``DETERMINISTIC_REASON``: the sentence a report prints for icount mode.
+- ``ALPHA``: the significance level (0.05), compare_all's default and the one every
+  report and attribution verdict uses.
 
 Every result is a dataclass of plain Python values; ``Comparison.to_dict()`` is ready
 for ``json.dumps``.
@@ -95,6 +97,11 @@ DETERMINISTIC_REASON = (
     "icount mode: reruns are bit-identical; the difference is exact, not a statistical estimate"
 )
 SINGLE_SAMPLE_REASON = "a single sample on one side: no test or interval is possible"
+
+# The significance level every comparison uses unless told otherwise: compare_all's
+# Holm-adjusted p-values, a report's table (report.model) and attribution's verdict
+# (experiments.probe) all test against it.
+ALPHA = 0.05
 
 # Phoronix Test Suite reruns a test while the relative standard deviation of its
 # results is >= 3% (TestResultValidation/StandardDeviationThreshold, default 3.0).
@@ -221,7 +228,7 @@ def compare_samples(ref: Sequence[float], other: Sequence[float], better: str,
 
 
 def compare_all(pairs: Mapping[str, tuple[Sequence[float], Sequence[float], str]], *,
-                alpha: float = 0.05, method: str = "holm", confidence: float = 0.95,
+                alpha: float = ALPHA, method: str = "holm", confidence: float = 0.95,
                 n_boot: int = 2000, seed: int = 0, deterministic: bool = False,
                 test: str = "welch-log") -> dict[str, Comparison]:
     """Compare every metric and correct the p-values across them.

@@ -322,7 +322,7 @@ def _target(how: Plan, r: VariantRecord) -> Target:
         # A prebuilt image is given as a build: the placement boots a kernel image either way.
         return how.target(r.prepared, lab.bootable(r.prepared, r.build))
     return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus,
-                      devices=r.prepared.spec.devices, fs=r.prepared.spec.fs)
+                      devices=r.prepared.spec.devices, fs=r.prepared.spec.file_system)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

@@ -35,7 +35,7 @@ from ..initramfs import agent_initramfs
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Console, Target, fsimage
+from ..targets import Console, Target
 from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB, QemuTarget
 from ..targets.running import RunningTarget
@@ -181,8 +181,8 @@ class RunOptions:
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
-        if spec.fs:
-            words.append(fsimage.parse(spec.fs).kernel_word)   # KL_FS=ext4: the agent mounts it
+        if spec.file_system is not None:
+            words.append(spec.file_system.kernel_word)   # KL_FS=ext4: the agent mounts it
         if self.initcalls:
             # initcall_debug reports at KERN_DEBUG: raise the console level to show it.
             words.append("initcall_debug loglevel=8")
@@ -362,7 +362,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
     target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus, devices=p.spec.devices,
-                                  fs=p.spec.fs)
+                                  fs=p.spec.file_system)
     initrd = initrd or agent_for(p, target)
     if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
         raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "

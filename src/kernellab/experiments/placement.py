@@ -119,7 +119,7 @@ class Placement:
                 self.log(choice.why)
             accel = self._accels[p.profile.name] = choice.accel
         return QemuTarget(p.profile, options.scratch_mib, accel, vcpus=p.spec.vcpus, devices=p.spec.devices,
-                          fs=p.spec.fs)
+                          fs=p.spec.file_system)
 
     @staticmethod
     def _check_kexec_variant(p: Prepared, kexec: KexecTarget) -> None:

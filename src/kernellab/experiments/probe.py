@@ -17,7 +17,7 @@ from ..build import FIGURE_METRICS, Build, build_tree
 from ..config import kconfig
 from ..errors import LabError
 from ..metrics.catalog import agent_selector, describe
-from ..stats import compare_samples
+from ..stats import ALPHA, compare_samples
 from ..store import Store
 from . import lab
 from .spec import VariantSpec
@@ -204,7 +204,7 @@ class Verdict:
 
 
 def verdict(low: list[float], high: list[float], better: str, mode: str, min_pct: float, max_runs: int,
-            alpha: float = 0.05) -> Verdict:
+            alpha: float = ALPHA) -> Verdict:
     """Exact in a deterministic mode. In wall mode, in the manner of Chromium's Pinpoint:
     different when the change is significant and at least min_pct; same when the 95%
     interval of the change lies within +-min_pct (no effect of interest is left possible);

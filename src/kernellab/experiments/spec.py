@@ -54,6 +54,8 @@ class VariantSpec:
     vcpus: int | None = None              # None: the arch profile's machine (-smp 1)
     devices: int | None = None            # extra devices of the profile's extra_device; None: 0
     fs: str | None = None                 # the scratch disk's file system (ext4-4k); None: a raw disk
+    # fs parsed, once, here: what the run's command line and the target are given
+    file_system: fsimage.FsSpec | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.vcpus is not None and not 1 <= self.vcpus <= MAX_VCPUS:
@@ -62,7 +64,7 @@ class VariantSpec:
             raise LabError(f"variant {self.name!r}: devices must be 0 to {MAX_DEVICES}, got {self.devices}")
         if self.fs is not None:
             try:
-                fsimage.parse(self.fs)
+                self.file_system = fsimage.parse(self.fs)
             except LabError as exc:
                 raise LabError(f"variant {self.name!r}: {exc}") from None
         if self.toolchain not in toolchains.TOOLCHAINS:

@@ -16,16 +16,22 @@ from typing import Protocol
 # printk's "%5lu.%06lu": a longer number is no kernel's, and would not stay finite.
 PRINTK_TIME = re.compile(r"^\[\s*([0-9]{1,10}\.[0-9]{1,9})\]\s?")
 
-# (name, what to look for), in the order a healthy boot reaches them.
-MILESTONES = (
-    ("first_output", None),
-    ("linux_version", re.compile(r"Linux version \d")),
-    ("freeing_unused", re.compile(r"Freeing unused kernel")),
-    ("init_start", re.compile(r"Run \S+ as init process")),
-    ("agent_ready", re.compile(r"kernellab-agent: ready")),
+# (name, what to look for, before init: the kernel's own line from before it runs init),
+# in the order a healthy boot reaches them.
+_MILESTONE_TABLE: tuple[tuple[str, re.Pattern[str] | None, bool], ...] = (
+    ("first_output", None, True),
+    ("linux_version", re.compile(r"Linux version \d"), True),
+    ("freeing_unused", re.compile(r"Freeing unused kernel"), True),
+    ("init_start", re.compile(r"Run \S+ as init process"), False),
+    ("agent_ready", re.compile(r"kernellab-agent: ready"), False),
     # kernellab's own line when a kexec'd remote answers ssh (targets.kexec): host time only
-    ("ssh_ready", re.compile(r"^kernellab: ssh reachable")),
+    ("ssh_ready", re.compile(r"^kernellab: ssh reachable"), False),
 )
+# (name, what to look for), in boot order.
+MILESTONES = tuple((name, pattern) for name, pattern, _ in _MILESTONE_TABLE)
+# The milestones of the kernel's own lines before init, which a running machine's log
+# (dmesg) gives with their printk times while its ring buffer still holds them (targets.running).
+BEFORE_INIT = tuple(name for name, _, before_init in _MILESTONE_TABLE if before_init)
 
 PANIC = re.compile(r"Kernel panic - not syncing")
 

@@ -9,9 +9,8 @@ from typing import Literal
 
 from .. import datafile, modes
 
-# Table sections, in the order a report shows them.
-GROUPS = ("build", "size", "boot", "initcalls", "memory", "syscalls", "processes", "ipc",
-          "filesystem", "memory-runtime", "crypto", "timer", "network", "block", "other")
+# The groups describe() gives a metric the catalog does not list: the catalog must have them.
+_FALLBACK_GROUPS = ("initcalls", "memory", "other")
 
 Source = Literal["agent", "console", "build"]
 
@@ -31,8 +30,6 @@ class Metric:
     icount_max_vcpus: int = 0   # under icount, meaningful with at most this many vCPUs (0: any)
 
     def __post_init__(self) -> None:
-        if self.group not in GROUPS:
-            raise ValueError(f"metric {self.name}: group {self.group!r} is not one of {', '.join(GROUPS)}")
         unknown = [m for m in self.modes if m not in modes.NAMES]
         if unknown:
             raise ValueError(f"metric {self.name}: unknown mode {unknown[0]!r} (modes: {', '.join(modes.NAMES)})")
@@ -45,14 +42,32 @@ class Metric:
 
 @dataclass(frozen=True)
 class _File:
+    groups: list[str]      # table sections, in the order a report shows them
     metric: list[Metric]
+
+    def __post_init__(self) -> None:
+        missing = [g for g in _FALLBACK_GROUPS if g not in self.groups]
+        if missing:
+            raise ValueError(f"groups: {missing[0]!r} is missing (describe() gives it to uncatalogued metrics)")
+        for m in self.metric:
+            if m.group not in self.groups:
+                raise ValueError(f"metric {m.name}: group {m.group!r} is not one of {', '.join(self.groups)}")
+
+
+@cache
+def _file() -> _File:
+    path = resources.files(__package__) / "metrics.toml"
+    return datafile.load(_File, datafile.read_toml(path, "metrics.toml"), "metrics.toml")
 
 
 @cache
 def catalog() -> dict[str, Metric]:
-    path = resources.files(__package__) / "metrics.toml"
-    return {m.name: m for m in datafile.load(_File, datafile.read_toml(path, "metrics.toml"),
-                                             "metrics.toml").metric}
+    return {m.name: m for m in _file().metric}
+
+
+def groups() -> tuple[str, ...]:
+    """The groups (table sections), in the order a report shows them."""
+    return tuple(_file().groups)
 
 
 def describe(name: str, unit: str) -> Metric:
@@ -89,4 +104,5 @@ def sort_key(name: str, unit: str = "") -> tuple[int, int, str]:
     order = list(catalog())
     m = describe(name, unit)
     position = order.index(name) if name in order else len(order)
-    return GROUPS.index(m.group) if m.group in GROUPS else len(GROUPS), position, name
+    sections = groups()
+    return sections.index(m.group) if m.group in sections else len(sections), position, name

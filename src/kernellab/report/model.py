@@ -20,7 +20,7 @@ from ..arches import BUILD_ONLY_NOTE
 from ..errors import LabError
 from ..metrics.catalog import describe, sort_key
 from ..size import view as size_view
-from ..stats import DETERMINISTIC_REASON, compare_all, summarize
+from ..stats import ALPHA, DETERMINISTIC_REASON, compare_all, summarize
 from ..store import Store
 from . import reading
 
@@ -29,7 +29,6 @@ from . import reading
 FORMAT_VERSION = 3
 # The versions `show` reads: each later one only adds keys the views treat as optional.
 READABLE_VERSIONS = (2, 3)
-ALPHA = 0.05
 
 
 @dataclass

@@ -41,7 +41,7 @@ class QemuTarget:
     name = "qemu"
 
     def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg",
-                 vcpus: int | None = None, devices: int | None = None, fs: str | None = None):
+                 vcpus: int | None = None, devices: int | None = None, fs: fsimage.FsSpec | None = None):
         self.profile = profile
         self.machine = profile.require_machine()
         self.vcpus = vcpus   # None: the machine's own -smp
@@ -49,7 +49,7 @@ class QemuTarget:
         self._device_args = extra_device_args(profile, self.devices)
         self.scratch_mib = scratch_mib
         # fs:ext4-4k: a second disk, holding a file system made on the host (targets.fsimage).
-        self.fs = fsimage.parse(fs) if fs else None
+        self.fs = fs
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
         self.capabilities = Capabilities(boots_kernels=True, measures_running=False,
                                          deterministic=accel == "tcg")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..arches import ArchProfile
 from ..errors import LabError
-from ..guest.console import ConsoleLine
+from ..guest.console import BEFORE_INIT, ConsoleLine
 from ..guest.session import console_samples
 from . import Capabilities, TargetInfo
 from .machine import Facts, arch_profile, kernel_log, read_facts
@@ -64,8 +64,7 @@ wait "$pid"
 """
 
 # What a running kernel's log gives: printk times of the boot, and its "Memory:" line.
-LOG_METRICS = ("boot.first_output.printk", "boot.linux_version.printk", "boot.freeing_unused.printk",
-               "mem.kernel.available", "mem.kernel.total")
+LOG_METRICS = (*(f"boot.{name}.printk" for name in BEFORE_INIT), "mem.kernel.available", "mem.kernel.total")
 
 
 @dataclass(frozen=True)
