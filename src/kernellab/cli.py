@@ -80,6 +80,7 @@ from .store import Store
 from .targets.accel import ACCELS
 from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
+from .targets.registry import Ask
 
 # One --format vocabulary; each command offers the formats that make sense for it.
 REPORT_FORMATS = ("table", "markdown", "json", "csv", "html", "junit")
@@ -125,8 +126,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
-    if (args.workers or args.cluster) and args.target != "qemu":
-        raise LabError("--workers/--cluster boot QEMU guests on the cluster's machines; --target is one machine")
     with _cluster(args) as cluster:
         report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
                             else executor.run_experiment(exp, store, how, cluster, log=_log))
@@ -175,8 +174,16 @@ def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conc
 
 
 def _placement(args: argparse.Namespace) -> Placement:
-    return Placement(TargetOptions(args.target, args.accel, args.ssh_config, args.accept_new_host_key,
-                                   args.block_dir, args.power_cycle, args.arch, args.kexec_timeout), _log)
+    """Where the command's kernels run: --target, opened by the target registry (which
+    refuses, in one line, what the target cannot do), with the options that go with it."""
+    arch = args.arch if isinstance(getattr(args, "arch", None), str) else None   # study run: a list of arches
+    placement = Placement(TargetOptions(args.target, getattr(args, "accel", "tcg"), args.ssh_config,
+                                        args.accept_new_host_key, getattr(args, "block_dir", None),
+                                        getattr(args, "power_cycle", None), arch,
+                                        getattr(args, "kexec_timeout", COME_BACK_S)), _log)
+    if getattr(args, "workers", None) or getattr(args, "cluster", None):
+        placement.require(Ask(cluster=True))
+    return placement
 
 
 def _output(text: str, path: str | None) -> None:
@@ -355,7 +362,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         text = datafile.read_text(Path(args.config), "config")
         measured = audit_measure.measure(_store(args), report, audit.applicable(tree, report), args.config, text,
                                          args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH, args.mode,
-                                         args.runs, log=_log).to_dict()
+                                         args.runs, log=_log, placement=_placement(args)).to_dict()
     if args.fragment:
         try:
             Path(args.fragment).write_text(audit.fragment(tree, report))
@@ -392,6 +399,7 @@ def _cluster(args: argparse.Namespace) -> Iterator[executor.Cluster | None]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    placement = _placement(args)
     store = _store(args)
     metrics = _metrics(args.metric)
     if bool(args.toggle) == bool(args.from_diff):
@@ -407,7 +415,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         base = good
         flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
     with _cluster(args) as cluster:
-        result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log, cluster=cluster)
+        result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log, cluster=cluster,
+                             placement=placement)
     views = {"json": _json, "html": html.sweep_page, "table": attribution.sweep_text}
     _output(views[args.format](result.to_dict()), None)
     return 0
@@ -420,7 +429,7 @@ MIN_THRESHOLD = 0.1   # below this a probe's exact difference is rounding, not t
 def cmd_noise_floor(args: argparse.Namespace) -> int:
     base = _variant(args.base, args)
     options = [o.strip() for o in args.options.split(",") if o.strip()] if args.options else None
-    result = floor.measure(_store(args), base, args.mode, options, log=_log)
+    result = floor.measure(_store(args), base, args.mode, options, log=_log, placement=_placement(args))
     path = floor.save(lab.prepare(base), result)
     _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
     _output(_json(result.to_dict()) if args.format == "json" else floor.text(result), None)
@@ -439,6 +448,7 @@ def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> conclusio
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
+    placement = _placement(args)
     store = _store(args)
     metrics = _metrics(args.metric)
     if len(metrics) > 1:
@@ -455,7 +465,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                                                      "(kernellab noise-floor measures it)"))
     with _cluster(args) as cluster:
         bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold,
-                                         log=_log, max_runs=args.max_runs, cluster=cluster)
+                                         log=_log, max_runs=args.max_runs, cluster=cluster, placement=placement)
         result = bisector.run().to_dict()
     text = attribution.bisect_text(result)
     _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
@@ -570,12 +580,13 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus)
+    placement = _placement(args)
     if args.format == "results" and not how.sweeps():
         raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
                        "(the quick form never sweeps; an --arch a sweep does not run on has none): "
                        "run its full form, or use --format json")
     with _cluster(args) as cluster:
-        result = study.run(how, _store(args), log=_log, cluster=cluster)
+        result = study.run(how, _store(args), log=_log, cluster=cluster, placement=placement)
     _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
@@ -616,9 +627,10 @@ def cmd_size(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    placement = _placement(args)
     store = _store(args)
-    a, b = (profiling.profile(store, _variant(v, args), args.metric, args.mode, args.repeats, log=_log)
-            for v in (args.a, args.b))
+    a, b = (profiling.profile(store, _variant(v, args), args.metric, args.mode, args.repeats, log=_log,
+                              placement=placement) for v in (args.a, args.b))
     rows = profiler.changes(a.functions, b.functions, args.top)
     how = profiling.how(args.mode, args.metric, args.repeats)
     if args.format == "json":
@@ -797,11 +809,13 @@ def parser() -> argparse.ArgumentParser:
                        help="accept (and record) the host key of an ssh target not yet in known_hosts; "
                             "a changed key is always refused")
 
-    def target_opts(p: argparse.ArgumentParser) -> None:
+    def target_opts(p: argparse.ArgumentParser, accel: str = "auto") -> None:
         machine_opts(p, "where variants run: qemu (default), local (this machine's running kernel) or "
-                        "ssh://[user@]host[:port] (a remote machine's); see README, 'Real machines'")
-        p.add_argument("--accel", choices=ACCELS, default="auto",
-                       help="qemu target: auto (KVM when it works and the mode allows, else TCG), kvm or tcg")
+                        "ssh://[user@]host[:port] (a remote machine's, booted with kexec), or a target a "
+                        "plugin registers; see README, 'Real machines'")
+        p.add_argument("--accel", choices=ACCELS, default=accel,
+                       help=f"qemu target: auto (KVM when it works and the mode allows, else TCG), kvm or tcg "
+                            f"(default {accel})")
         p.add_argument("--block-dir", default=None,
                        help="local and ssh targets: measure block I/O on a scratch file in this directory "
                             "(never on a device); without it blk.* are not measured")
@@ -924,6 +938,7 @@ def parser() -> argparse.ArgumentParser:
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
     format_opt(sw, "table", "json", "html")
     variant_opts(sw)
+    target_opts(sw, accel="tcg")
     cluster_opts(sw)
 
     bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
@@ -939,6 +954,7 @@ def parser() -> argparse.ArgumentParser:
                          f"(default {WALL_MAX_RUNS}); 'not yet known' is then the answer")
     format_opt(bi, "table", "json", "html")
     variant_opts(bi)
+    target_opts(bi, accel="tcg")
     cluster_opts(bi)
 
     ci = command("cite", "the [[rule.evidence]] block each rule can cite from a results file "
@@ -962,6 +978,7 @@ def parser() -> argparse.ArgumentParser:
     mode_opt(nf, modes.DEFAULT)
     format_opt(nf, "table", "json")
     variant_opts(nf)
+    target_opts(nf, accel="tcg")
 
     st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
     st_sub = st.add_subparsers(dest="study_command", required=True)
@@ -985,6 +1002,7 @@ def parser() -> argparse.ArgumentParser:
     sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds before a guest counts as hung")
     cluster_opts(sr)
+    target_opts(sr, accel="tcg")
     format_opt(sr, *studyreport.FORMATS)
     sr.add_argument("--output", "-o", help="write the report to a file")
 
@@ -1041,6 +1059,7 @@ def parser() -> argparse.ArgumentParser:
     mode_opt(pr, modes.DEFAULT)
     format_opt(pr, "table", "json")
     variant_opts(pr)
+    target_opts(pr, accel="tcg")
 
     comp = command("completion", "print a shell completion script: "
                    "`source <(kernellab completion bash)`, or save it where your shell looks", cmd_completion)

@@ -80,7 +80,7 @@ def test_no_stream_yields_a_number_the_agent_did_not_send_nor_a_record_twice():
         assert len({s[0] for s in got}) == len(got)        # each record number once
         damaged += result.status != "ok"
         stored += len(got)
-    # The figures of the README's "What kernellab survives".
+    # The figures of docs/store.md's "What kernellab survives".
     print(f"{STREAMS} streams, {damaged} not ok, {stored} samples kept, {time.monotonic() - start:.0f} s")
     assert damaged > STREAMS // 2    # the garbling did reach the session
 

@@ -29,6 +29,7 @@ from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import floor, lab
+from .placement import Placement
 from .probe import Probe, Prober
 from .spec import VariantSpec
 
@@ -68,7 +69,7 @@ class MeasuredAudit:
 
 def measure(store: Store, report: AuditReport, found: Applicable, config_path: str, config_text: str,
             source: str, arch: str, mode: str = modes.DEFAULT, runs: int | None = None,
-            log: Callable[[str], None] = print) -> MeasuredAudit:
+            log: Callable[[str], None] = print, placement: Placement | None = None) -> MeasuredAudit:
     start = time.monotonic()
     runs = runs or modes.get(mode).runs
     unmeasured: list[dict[str, str]] = []
@@ -107,7 +108,8 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
     measured_floor = floor.load_for(prepared) if modes.get(mode).deterministic else None
     floor_pct = measured_floor.pct if measured_floor else {}
     # Tolerant: a metric this kernel cannot measure leaves its rules unmeasured, not the rest.
-    prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True)
+    place = placement.for_probes("audit --measure", mode, base) if placement is not None else None
+    prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True, place=place)
     groups = _groups(found, measurable) if measurable else []
     boot_groups = [Group(f"boot {_param(f)}", {}, [f.rule.id]) for f in at_boot]
     log(f"audit --measure: {kernel}; {len(groups) + len(boot_groups)} variant(s) beside it, {mode} mode, "
@@ -122,7 +124,7 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         for f, g in zip(at_boot, boot_groups, strict=True):
             # The same kernel, booted with the parameter: its build is reused.
             booted = Prober(store, replace(base, boot_args=[*base.boot_args, _param(f)]), prepared.config.text,
-                            metrics, mode, tolerant=True)
+                            metrics, mode, tolerant=True, place=place)
             _record(store, g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode, floor_pct)
             prober.boots += booted.boots
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))

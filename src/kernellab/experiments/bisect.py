@@ -39,6 +39,7 @@ from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
 from . import cluster_probe, executor, lab
+from .placement import Placement
 from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Verdict, verdict
 from .spec import VariantSpec
 
@@ -118,7 +119,7 @@ class Bisector:
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
                      mode: str = modes.DEFAULT, threshold_pct: float = 2.0,
                      log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS,
-                     cluster: executor.Cluster | None = None) -> Bisector:
+                     cluster: executor.Cluster | None = None, placement: Placement | None = None) -> Bisector:
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
         if good.boot_words() != bad.boot_words():
@@ -128,7 +129,8 @@ class Bisector:
             raise LabError(f"--threshold must be a positive percentage, got {threshold_pct:g}")
         good_p, bad_p = lab.prepare(good), lab.prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
-        prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log)
+        place = placement.for_probes("bisect", mode, good) if placement is not None else None
+        prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log, place)
         return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
 
     def run(self) -> BisectResult:

@@ -15,17 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import blast, modes
+from ..build import Build
 from ..store import Store
+from ..targets import Target
 from . import executor, lab
 from .probe import Probe, Prober
 from .spec import VariantSpec
 
 
 def prober(store: Store, base: VariantSpec, base_text: str, metrics: list[str], mode: str,
-           cluster: executor.Cluster | None, log: Callable[[str], None] = print) -> Prober:
-    """The local prober, or the cluster's when there is one."""
+           cluster: executor.Cluster | None, log: Callable[[str], None] = print,
+           place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = None) -> Prober:
+    """The local prober (booting where `place` says), or the cluster's when there is one
+    (QEMU on its workers: the command refused any other target, registry.Ask(cluster=True))."""
     if cluster is None:
-        return Prober(store, base, base_text, metrics, mode)
+        return Prober(store, base, base_text, metrics, mode, place=place)
     return ClusterProber(store, base, base_text, metrics, mode, cluster=cluster, log=log)
 
 

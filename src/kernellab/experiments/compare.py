@@ -24,7 +24,7 @@ from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store
 from ..targets import Target, fsimage
-from ..targets.qemu import QemuTarget, extra_device_args
+from ..targets.qemu import extra_device_args
 from ..targets.running import RunningTarget
 from . import lab
 from .placement import Placement
@@ -45,6 +45,8 @@ class Plan:
     # Take finished runs of the same kernel, measured the same way, from the store before
     # booting more: what lets a study resume. compare itself always measures afresh.
     reuse: bool = False
+    # The name runs on that target are recorded under (None: any), for reuse.
+    target_name: str | None = None
 
 
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
@@ -69,7 +71,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     if placement is None:
         return Plan(how.name, min_runs, cap, options)
     return Plan(how.name, min_runs, cap, options, machine=placement.machine,
-                target=lambda p, build: placement.target(p, build, options))
+                target=lambda p, build: placement.target(p, build, options), target_name=placement.site.name)
 
 
 def _check_machines(exp: Experiment, how: modes.Mode) -> None:
@@ -274,7 +276,8 @@ def _earlier_runs(r: VariantRecord, store: Store, how: Plan, initrd: Path) -> li
     boot = lab.bootable(r.prepared, r.build)   # a prebuilt image's runs are filed under its package
     if boot is None:
         return []
-    ids = store.finished_runs(boot.key, how.mode, how.options.key(initrd, r.prepared.spec))[:how.max_runs]
+    ids = lab.on_target(store, store.finished_runs(boot.key, how.mode, how.options.key(initrd, r.prepared.spec)),
+                        how.target_name)[:how.max_runs]
     return [lab.RunOutcome(i, "ok", "", len(store.run_samples(i))) for i in ids]
 
 
@@ -321,8 +324,7 @@ def _target(how: Plan, r: VariantRecord) -> Target:
     if how.target is not None:
         # A prebuilt image is given as a build: the placement boots a kernel image either way.
         return how.target(r.prepared, lab.bootable(r.prepared, r.build))
-    return QemuTarget(r.prepared.profile, how.options.scratch_mib, vcpus=r.prepared.spec.vcpus,
-                      devices=r.prepared.spec.devices, fs=r.prepared.spec.file_system)
+    return lab.default_target(r.prepared, r.build, how.options)
 
 
 def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:

@@ -28,6 +28,7 @@ from ..metrics.catalog import catalog
 from ..report.conclusion import NoiseFloor
 from ..store import Store
 from . import lab, sweep
+from .placement import Placement
 from .probe import Prober
 from .spec import VariantSpec
 
@@ -92,7 +93,7 @@ class Floor:
 
 
 def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | None = None,
-            log: Callable[[str], None] = print) -> Floor:
+            log: Callable[[str], None] = print, placement: Placement | None = None) -> Floor:
     if not modes.get(mode).deterministic:
         exact = [n for n in modes.NAMES if modes.get(n).deterministic]
         raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
@@ -107,7 +108,8 @@ def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | Non
     names = [n for n in names if n not in absent]
     # The metrics this kernel measures (one boot of the base, which the sweep reuses).
     candidates = floor_metrics(mode)
-    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True).probe("baseline", {})
+    place = placement.for_probes("noise-floor", mode, base) if placement is not None else None
+    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True, place=place).probe("baseline", {})
     metrics = [m for m in candidates if seen.runs[m]]
     refused = [f"{n} (not in {base.name}'s config: unknown here, or a dependency is unmet)" for n in absent]
     if len(names) < MIN_FLIPS:

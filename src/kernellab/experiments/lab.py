@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, modes, prebuilt, progress, sources
+from .. import arches, prebuilt, progress, sources, targets
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
@@ -35,11 +35,11 @@ from ..initramfs import agent_initramfs
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Console, Target
+from ..targets import Console, Target, TargetOptions, Want
 from ..targets.machine import running_config, running_config_file
-from ..targets.qemu import SCRATCH_MIB, QemuTarget
+from ..targets.qemu import SCRATCH_MIB
+from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
-from ..targets.shell import LocalShell
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -89,7 +89,8 @@ def prepare(spec: VariantSpec, machine: RunningTarget | None = None) -> Prepared
     if prebuilt.is_image(spec.base):
         return _prepare_image(spec)
     if spec.base == RUNNING:
-        machine = machine or RunningTarget(LocalShell(), "local")
+        machine = machine or targets.open("local").machine
+        assert machine is not None   # the local target is a machine
         if is_running(spec):
             return _prepare_running(spec, machine)
     profile = arches.load(spec.arch)
@@ -356,22 +357,34 @@ class Cancellation:
                 console.stop_in(0)
 
 
+def on_target(store: Store, run_ids: list[int], target: str | None) -> list[int]:
+    """The runs of `run_ids` measured on the target named `target` (a Site's or a Target's
+    name, as the store records it; None: any): a run is reused only where it was measured
+    (a probe on a board never stands for one under QEMU)."""
+    if target is None:
+        return run_ids
+    return [i for i in run_ids if (row := store.run(i)) is not None and row["target"] == target]
+
+
+def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Target:
+    """Where a run goes when the command names no target: QEMU TCG (targets.open("qemu"))."""
+    site = targets.open("qemu", TargetOptions(accel="tcg"))
+    image = build.image if build is not None else None
+    return site.target(Want(p.profile, options.mode, image, options.scratch_mib, p.spec.vcpus, p.spec.devices,
+                            p.spec.file_system), lambda _: None)
+
+
 def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = RunOptions(),
         initrd: Path | None = None, target: Target | None = None,
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
-    target = target or QemuTarget(p.profile, options.scratch_mib, vcpus=p.spec.vcpus, devices=p.spec.devices,
-                                  fs=p.spec.file_system)
+    target = target or default_target(p, build, options)
     initrd = initrd or agent_for(p, target)
-    if modes.get(options.mode).deterministic and not target.capabilities.deterministic:
-        raise LabError(f"the {target.name} target cannot run {options.mode} mode (its time is the host's): "
-                       "use --mode wall")
+    check(target.name, target.capabilities, Ask(mode=options.mode))
     if (build is None) == p.built:
         raise LabError(f"variant {p.spec.name}: " + ("not built" if p.built else "measured as it is, it has no build"))
-    if p.running and not target.capabilities.measures_running:
-        raise LabError(f"variant {p.spec.name} is the kernel a machine runs: measure it with --target local "
-                       "or --target ssh://HOST, not on the {target.name} target")
+    check(target.name, target.capabilities, Ask(variant=p.spec.name, running=p.running))
     variant_id = record_variant(p, store)
     info = target.describe(options.mode)
     boot = bootable(p, build)

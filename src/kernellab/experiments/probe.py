@@ -19,6 +19,7 @@ from ..errors import LabError
 from ..metrics.catalog import agent_selector, describe
 from ..stats import ALPHA, compare_samples
 from ..store import Store
+from ..targets import Target
 from . import lab
 from .spec import VariantSpec
 
@@ -52,6 +53,9 @@ class Prober:
     builds: int = 0
     boots: int = 0
     probes: list[Probe] = field(default_factory=list)
+    # Where a probe boots (Placement.target, after the command's --target was checked for
+    # probes); None: QEMU TCG, as lab.run does by default.
+    place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.metrics if describe(m, "").group == "other"]
@@ -122,7 +126,8 @@ class Prober:
     def _boot(self, due: list[tuple[Probe, lab.Prepared, Path]]) -> Iterator[lab.RunOutcome]:
         """One boot per entry, in turn; a probe's failed boot stops the ones after it."""
         for probe, prepared, initrd in due:
-            yield lab.run(prepared, probe.build, self.store, self.options, initrd)
+            target = self.place(prepared, probe.build, self.options) if self.place is not None else None
+            yield lab.run(prepared, probe.build, self.store, self.options, initrd, target)
 
     def radius(self, options: list[str]) -> blast.Radius:
         return radius(self._spec("radius", {}), options)
@@ -142,7 +147,9 @@ class Prober:
         due = []
         for probe, prepared in probes:
             initrd = lab.initramfs_for(prepared)
-            reusable = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
+            earlier = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
+            reusable = lab.on_target(self.store, earlier, self.place(prepared, probe.build, self.options).name
+                                     if self.place is not None else None)
             for run_id in reusable[len(probe.run_ids):runs]:
                 self._add_run(probe, run_id)
             due += [(probe, prepared, initrd)] * (runs - len(probe.run_ids))

@@ -14,6 +14,7 @@ from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
 from . import lab
+from .placement import Placement
 from .spec import VariantSpec
 
 PROFILING = "CONFIG_PROFILING=y"
@@ -32,9 +33,10 @@ class Profiled:
 
 
 def profile(store: Store, spec: VariantSpec, metric: str, mode: str, repeats: int,
-            log: Callable[[str], None] = print) -> Profiled:
+            log: Callable[[str], None] = print, placement: Placement | None = None) -> Profiled:
     if describe(metric, "").source != "agent":
         raise LabError(f"--metric {metric}: profile needs a metric the agent runs (see `kernellab metrics`)")
+    place = placement.for_probes("profile", mode, spec) if placement is not None else None
     prepared = lab.prepare(replace(spec, options=[*spec.options, PROFILING]))
     if prepared.toolchain is None:
         raise LabError(f"variant {spec.name}: profile builds its kernel with {PROFILING}: give a config, "
@@ -46,11 +48,13 @@ def profile(store: Store, spec: VariantSpec, metric: str, mode: str, repeats: in
     options = lab.RunOptions(mode, repeats=repeats,
                              cmdline_extra=f"profile={profiler.SHIFT} KL_PROFILE=1 KL_ONLY={metric} "
                                            f"KL_TARGET_US={TARGET_US}")
-    earlier = store.finished_runs(build.key, mode, options.key(initrd, prepared.spec))
+    target = place(prepared, build, options) if place is not None else None
+    earlier = lab.on_target(store, store.finished_runs(build.key, mode, options.key(initrd, prepared.spec)),
+                            target.name if target is not None else None)
     if earlier:
         run_id, reused = earlier[-1], True
     else:
-        outcome = lab.run(prepared, build, store, options, initrd)
+        outcome = lab.run(prepared, build, store, options, initrd, target)
         if outcome.status != "ok":
             raise LabError(f"variant {spec.name}: run {outcome.run_id} {outcome.status}: {outcome.reason} "
                            f"(console log: kernellab log {outcome.run_id})")

@@ -24,7 +24,9 @@ from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..proc import require_tool
 from ..store import Store
+from ..targets.registry import Ask
 from . import compare, executor, lab, sweep
+from .placement import Placement
 from .spec import Experiment, VariantSpec, experiment_from_data
 
 # A variant's base `config-of:NAME`: the resolved .config of the study's variant NAME on
@@ -328,9 +330,14 @@ class StudyResult:
 
 
 def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
-        cluster: executor.Cluster | None = None) -> StudyResult:
+        cluster: executor.Cluster | None = None, placement: Placement | None = None) -> StudyResult:
     """Each arch in turn through the experiment loop, reusing every finished run of the
     same kernel measured the same way; then the sweep, in the full form only."""
+    if placement is not None:   # what the variants need of --target, in one line before anything starts
+        for a in p.arches:
+            for v in p.experiment(a).variants:
+                placement.require(Ask(mode=p.mode, variant=v.name, vcpus=v.vcpus, fs=v.fs or None,
+                                      devices=v.devices, built=v.base != lab.RUNNING, running=v.base == lab.RUNNING))
     preflight(p)
     start = time.monotonic()
     results, failures = [], []
@@ -340,7 +347,7 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
             log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
             try:
                 exp = _with_config_bases(p.experiment(a), log)
-                how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s), reuse=True)
+                how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s, placement=placement), reuse=True)
                 report, failed = (compare.run_experiment(exp, store, how, log=log) if cluster is None
                                   else executor.run_experiment(exp, store, how, cluster, log=log))
             except LabError as exc:

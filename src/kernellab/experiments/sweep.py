@@ -25,6 +25,7 @@ from ..metrics.catalog import describe
 from ..stats import compare_samples
 from ..store import Store
 from . import cluster_probe, executor, lab
+from .placement import Placement
 from .probe import Probe, Prober
 from .spec import VariantSpec
 
@@ -80,7 +81,8 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
           mode: str = modes.DEFAULT, runs: int | None = None,
-          log: Callable[[str], None] = print, cluster: executor.Cluster | None = None) -> SweepResult:
+          log: Callable[[str], None] = print, cluster: executor.Cluster | None = None,
+          placement: Placement | None = None) -> SweepResult:
     """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once."""
     start = time.monotonic()
     if runs is not None and runs < 1:
@@ -89,7 +91,8 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if prepared.toolchain is None:
         raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
                        "(running+... builds the running kernel's config)")
-    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log)
+    place = placement.for_probes("sweep", mode, base) if placement is not None else None
+    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, place)
     runs = runs or modes.get(mode).runs
     baseline = prober.probe("baseline", {}, runs)
     costs = _radii(prober, prepared.config.values, flips)

@@ -6,19 +6,31 @@ targets.qemu boots a built kernel under QEMU (TCG or KVM) with the agent as its 
 targets.running measures the kernel a real machine runs (this one, or one over ssh) with
 the agent as a program, and targets.kexec boots a built kernel there first; targets.lava
 replays a board lab's job log. The tests have a fake that replays a script.
+
+What the user types after --target is opened in one place, targets.registry: each kind of
+target registers its scheme there (`qemu`, `local`, `ssh://`, `lava:`) and declares its
+Capabilities, from which every constraint and refusal is derived (registry.check).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from .. import modes as _modes
+from ..arches import ArchProfile
 
 # A console and how it ended are the guest layer's (guest.console), which the session reads
 # without knowing which target started the kernel; they are named here too, for the targets.
 from ..guest.console import Console as Console
 from ..guest.console import Exit as Exit
+
+if TYPE_CHECKING:
+    from .fsimage import FsSpec
+    from .running import RunningTarget
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,19 @@ class Capabilities:
     # How the agent gets there: "init" (an initramfs with the agent as /init, booted with
     # the kernel) or "program" (the static binary, run on the machine as it is).
     agent: str = "init"
+    vcpus: bool = False      # it gives a variant the vCPUs it asks for (vcpus:N)
+    disks: bool = False      # it attaches a file-system image (fs:) and extra devices (devices:N)
+    kexec: bool = False      # it boots built kernels by kexec from the kernel it runs (--power-cycle)
+    accel: bool = False      # --accel chooses how it runs guests
+    scratch_dir: bool = False  # block I/O on a scratch file in --block-dir (else a disk of its own)
+    cluster: bool = False    # any Dask worker can be this target (--workers, --cluster)
+    live: bool = True        # it starts kernels when asked (False: it reads what a board lab ran)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The timing modes it supports: all of them with deterministic time, else those
+        that read the host's clock."""
+        return tuple(m for m in _modes.NAMES if self.deterministic or not _modes.get(m).deterministic)
 
 
 @dataclass(frozen=True)
@@ -54,3 +79,48 @@ class Target(Protocol):
         or a program, as capabilities.agent says) with the agent's options and boot
         parameters in `cmdline`."""
         ...
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """What the user said of the target besides its spec (--accel, --ssh-config, ...)."""
+    target: str = "qemu"                 # the spec: qemu | local | ssh://[user@]host[:port] | ...
+    accel: str = "auto"                  # the qemu target's accelerator
+    ssh_config: Path | None = None       # ssh -F
+    accept_new_host_key: bool = False
+    block_dir: str | None = None         # where block I/O metrics may write a file
+    power_cycle: str | None = None       # a command that power-cycles the ssh target (kexec)
+    arch: str | None = None              # --arch as the user gave it
+    come_back_s: float = 300.0           # how long a kexec'd (or rebooted) ssh target may take
+
+
+@dataclass(frozen=True)
+class Want:
+    """The machine one variant asks for: its arch, its kernel (None: the running one) and,
+    on a target that can give them, vCPUs, extra devices and a file system."""
+    profile: ArchProfile
+    mode: str
+    image: Path | None = None
+    scratch_mib: int = 64
+    vcpus: int | None = None
+    devices: int | None = None
+    fs: FsSpec | None = None
+
+
+class Site(Protocol):
+    """A target as the user named it (`targets.open`): its capabilities, the real machine
+    whose running kernel `running` means (None: none), and the Target one variant runs on."""
+    spec: str
+    name: str
+    capabilities: Capabilities
+
+    @property
+    def machine(self) -> RunningTarget | None: ...
+
+    def target(self, want: Want, log: Callable[[str], None]) -> Target: ...
+
+
+def open(spec: str, options: TargetOptions | None = None) -> Site:  # noqa: A001 - targets.open
+    """The one place a target is made from what the user typed (targets.registry)."""
+    from . import registry
+    return registry.open(spec, options)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from ..errors import LabError
 from ..guest.console import ConsoleLine
-from . import Capabilities, Exit, TargetInfo
+from . import Capabilities, Exit, Target, TargetInfo, TargetOptions, Want, registry
 from .running import RunningConsole, RunningTarget, agent_options
-from .shell import script
+from .shell import SshShell, parse_ssh_url, script
 
 COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
 POLL_S = 0.5
@@ -83,14 +83,33 @@ BOOT_ID_AND_CMDLINE_SCRIPT = "cat /proc/sys/kernel/random/boot_id /proc/cmdline"
 BUILTIN_FS = {"rootfs", "ramfs", "tmpfs"}
 
 
+CAPABILITIES = Capabilities(boots_kernels=True, measures_running=True, deterministic=False, agent="program",
+                            kexec=True, scratch_dir=True)
+
+
+class SshSite:
+    """--target ssh://[user@]host[:port]: the kernel a remote machine runs, and built
+    kernels booted there with kexec."""
+    name = "ssh"
+
+    def __init__(self, spec: str, options: TargetOptions):
+        self.spec = spec
+        self.capabilities = CAPABILITIES
+        shell = SshShell(parse_ssh_url(spec), options.ssh_config, options.accept_new_host_key)
+        self.machine: RunningTarget | None = RunningTarget(shell, "ssh", options.arch, options.block_dir)
+        self.kexec = KexecTarget(self.machine, options.power_cycle, options.come_back_s)
+
+    def target(self, want: Want, log: Callable[[str], None]) -> Target:
+        return self.kexec
+
+
 class KexecTarget:
     """An ssh target that boots built kernels with kexec (and measures the running one)."""
     name = "ssh"
 
     def __init__(self, machine: RunningTarget, power_cycle: str | None = None, come_back_s: float = COME_BACK_S):
         self.machine, self.power_cycle, self.come_back_s = machine, power_cycle, come_back_s
-        self.capabilities = Capabilities(boots_kernels=True, measures_running=True, deterministic=False,
-                                         agent="program")
+        self.capabilities = CAPABILITIES
 
     def describe(self, mode: str) -> TargetInfo:
         return self.machine.describe(mode)
@@ -261,3 +280,6 @@ class _NoConsole:
 
     def facts_after(self) -> dict[str, str]:
         return {}
+
+
+registry.register("ssh://", SshSite, CAPABILITIES, "ssh://[user@]host[:port]", "ssh://HOST")

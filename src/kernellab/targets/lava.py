@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ import yaml
 
 from ..errors import LabError
 from ..guest.console import ConsoleLine
-from . import Capabilities, Exit, TargetInfo
+from . import Capabilities, Exit, Target, TargetInfo, TargetOptions, Want, registry
 
 TIMING = "the board's own clock, read back from a LAVA job's console log (a hardware figure, noisy)"
 HOW_TO_GET = "download it with `lavacli jobs logs --raw JOB > log.yaml` or as log.yaml from the job's page"
@@ -183,10 +183,30 @@ def _timestamp(value: object) -> datetime.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
+# A board lab's device: it booted a built kernel with the agent as init; kernellab reads the
+# job's log afterwards (`kernellab lava-job`, then `kernellab import-lava`), it starts nothing.
+CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=False, live=False)
+
+
+class LavaSite:
+    """--target lava:DEVICE-TYPE: named so that a command which would boot there says
+    where LAVA's boots go instead (registry.refusal)."""
+    name = "lava"
+    machine = None
+
+    def __init__(self, spec: str, options: TargetOptions):
+        self.spec = spec
+        self.capabilities = CAPABILITIES
+
+    def target(self, want: Want, log: Callable[[str], None]) -> Target:
+        registry.check(self.spec, self.capabilities, registry.Ask(live=True))
+        raise AssertionError("unreachable")
+
+
 class LavaLogTarget:
     """One LAVA job's board, as its log saw it: boots nothing, replays what was logged."""
     name = "lava"
-    capabilities = Capabilities(boots_kernels=True, measures_running=False, deterministic=False)
+    capabilities = CAPABILITIES
 
     def __init__(self, log: LavaLog, device_type: str, job_id: str):
         self.log, self.device_type, self.job_id = log, device_type, job_id
@@ -232,3 +252,6 @@ class LavaLogConsole:
 
     def facts_after(self) -> dict[str, str]:
         return {}
+
+
+registry.register("lava:", LavaSite, CAPABILITIES, "lava:DEVICE-TYPE")

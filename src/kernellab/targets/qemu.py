@@ -14,8 +14,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..proc import require_tool
-from . import Capabilities, TargetInfo, fsimage
+from . import Capabilities, Target, TargetInfo, TargetOptions, Want, fsimage, registry
+from .accel import choose
 from .stream import ProcessConsole
 
 # The default; a profile whose machine needs other arguments says so (icount_args).
@@ -35,6 +37,35 @@ ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00
 SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
 KVM_TIMING = ("a KVM guest: the host's CPU runs it, guest clock = host clock; virtualized and noisy, "
               "not a hardware figure")
+
+
+CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=True, vcpus=True,
+                            disks=True, accel=True, cluster=True)
+
+
+class QemuSite:
+    """--target qemu: a QEMU machine per variant, of its arch, vCPUs, devices and file
+    system; the accelerator chosen once per arch (targets.accel)."""
+    name = "qemu"
+    machine = None   # `running` is this machine's kernel (targets.open("local"))
+
+    def __init__(self, spec: str, options: TargetOptions):
+        self.spec, self.options = spec, options
+        self.capabilities = replace(CAPABILITIES, deterministic=options.accel != "kvm")
+        self._accels: dict[str, str] = {}
+
+    def target(self, want: Want, log: Callable[[str], None]) -> Target:
+        accel = self._accels.get(want.profile.name)
+        if accel is None:
+            if self.options.accel == "tcg" or want.image is None:
+                accel = "tcg"
+            else:
+                choice = choose(self.options.accel, want.profile, want.mode, want.image)
+                if choice.why:
+                    log(choice.why)
+                accel = choice.accel
+            self._accels[want.profile.name] = accel
+        return QemuTarget(want.profile, want.scratch_mib, accel, vcpus=want.vcpus, devices=want.devices, fs=want.fs)
 
 
 class QemuTarget:
@@ -51,8 +82,7 @@ class QemuTarget:
         # fs:ext4-4k: a second disk, holding a file system made on the host (targets.fsimage).
         self.fs = fs
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
-        self.capabilities = Capabilities(boots_kernels=True, measures_running=False,
-                                         deterministic=accel == "tcg")
+        self.capabilities = replace(CAPABILITIES, deterministic=accel == "tcg")
 
     def describe(self, mode: str) -> TargetInfo:
         args = self._machine_args()
@@ -164,3 +194,6 @@ def qemu_version(binary: str) -> str:
 
 def _arg_after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+registry.register("qemu", QemuSite, CAPABILITIES)

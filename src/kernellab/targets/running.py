@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -26,9 +26,9 @@ from ..arches import ArchProfile
 from ..errors import LabError
 from ..guest.console import BEFORE_INIT, ConsoleLine
 from ..guest.session import console_samples
-from . import Capabilities, TargetInfo
+from . import Capabilities, Target, TargetInfo, TargetOptions, Want, registry
 from .machine import Facts, arch_profile, kernel_log, read_facts
-from .shell import Script, Shell, script
+from .shell import LocalShell, Script, Shell, script
 from .stream import ProcessConsole
 
 AGENT_DIR = "/tmp/kernellab"  # where the agent is copied on a remote machine; removed by the agent's own cleanup
@@ -99,14 +99,31 @@ def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
 _AGENT_OPTION = re.compile(r"KL_[A-Za-z0-9_]+")
 
 
+CAPABILITIES = Capabilities(boots_kernels=False, measures_running=True, deterministic=False, agent="program",
+                            scratch_dir=True)
+
+
+class LocalSite:
+    """--target local: the kernel this machine runs, measured with the agent as a program."""
+    name = "local"
+
+    def __init__(self, spec: str, options: TargetOptions):
+        self.spec = spec
+        self.capabilities = CAPABILITIES
+        self.machine: RunningTarget | None = RunningTarget(LocalShell(), "local", options.arch, options.block_dir)
+
+    def target(self, want: Want, log: Callable[[str], None]) -> Target:
+        assert self.machine is not None
+        return self.machine
+
+
 class RunningTarget:
     """A real machine and the kernel it runs."""
 
     def __init__(self, shell: Shell, name: str, arch: str | None = None, block_dir: str | None = None):
         self.shell, self.name = shell, name
         self.asked_arch, self.block_dir = arch, block_dir
-        self.capabilities = Capabilities(boots_kernels=False, measures_running=True, deterministic=False,
-                                         agent="program")
+        self.capabilities = CAPABILITIES
 
     @cached_property
     def facts(self) -> Facts:
@@ -225,3 +242,6 @@ class RunningConsole(ProcessConsole):
         if code is not None and 128 < code < 255:  # sh's `wait` on a killed agent; 255 is ssh's own
             self._exit.stderr += f"\nthe agent was killed by signal {code - 128}"
         self._exit = replace(self._exit, ended="the agent stopped before its end record")
+
+
+registry.register("local", LocalSite, CAPABILITIES)

@@ -1,0 +1,148 @@
+"""Adding a target is one module: this file registers one (`fakeboard:`, a board that boots
+built kernels with the agent as init, here by way of the fake QEMU of tests/fakes) and runs
+compare, sweep and bisect on it through the command line, and its refusals come from the
+capabilities it declares, not from a test of its name."""
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kernellab.targets import Capabilities, TargetInfo, Want, registry
+from kernellab.targets.qemu import QemuTarget
+
+CAPS = Capabilities(boots_kernels=True, measures_running=False, deterministic=True)
+
+
+class FakeBoard:
+    """One variant's boot on the board: the fake QEMU boots it, the board's name labels it."""
+    name = "fakeboard"
+    capabilities = CAPS
+
+    def __init__(self, board: str, want: Want, boots: list[str]):
+        self.board, self.boots = board, boots
+        self.qemu = QemuTarget(want.profile, want.scratch_mib, "tcg")
+
+    def describe(self, mode: str) -> TargetInfo:
+        return TargetInfo(f"fake board {self.board}", {"board": self.board}, "the fake QEMU's icount")
+
+    def start(self, kernel, agent, cmdline, mode, timeout_s):
+        self.boots.append(str(kernel))
+        return self.qemu.start(kernel, agent, cmdline, mode, timeout_s)
+
+
+class FakeBoardSite:
+    name = "fakeboard"
+    machine = None
+    capabilities = CAPS
+    boots: list[str] = []
+
+    def __init__(self, spec, options):
+        self.spec, self.board = spec, spec.removeprefix("fakeboard:")
+
+    def target(self, want, log):
+        return FakeBoard(self.board, want, FakeBoardSite.boots)
+
+
+@pytest.fixture
+def board():
+    registry.entries()   # kernellab's own first, as in any command
+    registry.register("fakeboard:", FakeBoardSite, CAPS, "fakeboard:NAME")
+    FakeBoardSite.boots = []
+    try:
+        yield FakeBoardSite.boots
+    finally:
+        registry.unregister("fakeboard:")
+
+
+def targets_of_runs(lab) -> list[tuple[str, str]]:
+    with sqlite3.connect(lab.store) as db:
+        return [(t, json.loads(info)["label"]) for t, info in db.execute("SELECT target, target_info FROM runs")]
+
+
+BAD = ("bad=tinyconfig+CONFIG_NET=y+CONFIG_UNIX=y+CONFIG_DEBUG_KERNEL=y+CONFIG_DEBUG_LIST=y"
+       "+CONFIG_FAKE_SLOW=y")
+
+
+def test_compare_sweep_and_bisect_run_on_a_target_the_tests_register(lab, capsys, board):
+    out = lab.tmp / "report.json"
+    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--target", "fakeboard:one",
+                    "--format", "json", "-o", str(out)) == 0, capsys.readouterr().err
+    rep = json.loads(out.read_text())
+    null = next(m for m in rep["metrics"] if m["name"] == "syscall.null")
+    assert null["delta_pct"]["b"] == pytest.approx(25.0)
+    assert len(board) == 2
+    assert set(targets_of_runs(lab)) == {("fakeboard", "fake board one")}
+    capsys.readouterr()
+
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "FAKE_SLOW", "--metric", "syscall.null",
+                    "--format", "json", "--target", "fakeboard:one") == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    assert result["flips"][0]["effects"]["syscall.null"]["delta_pct"] == pytest.approx(25.0)
+    swept = len(board)
+    assert swept == 2 + result["boots"] and result["boots"] >= 2
+
+    assert lab.main("bisect", "good=tinyconfig", BAD, "--metric", "syscall.null", "--format", "json",
+                    "--target", "fakeboard:one") == 0, capsys.readouterr().err
+    found = json.loads(capsys.readouterr().out)
+    assert [(c["option"], c["value"]) for c in found["culprits"]] == [("CONFIG_FAKE_SLOW", "y")]
+    assert len(board) == swept + found["boots"] and found["boots"] >= 2
+    # Every run of the three commands booted on the board, none under QEMU as such.
+    assert {t for t, _ in targets_of_runs(lab)} == {"fakeboard"}
+
+    # A run is reused only on the target it was measured on: the same sweep again on the
+    # board boots nothing; under QEMU it boots every probe anew.
+    sweep = ("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "FAKE_SLOW", "--metric", "syscall.null",
+             "--format", "json")
+    assert lab.main(*sweep, "--target", "fakeboard:one") == 0
+    assert json.loads(capsys.readouterr().out)["boots"] == 0
+    assert lab.main(*sweep) == 0
+    assert json.loads(capsys.readouterr().out)["boots"] == result["boots"]
+    assert {t for t, _ in targets_of_runs(lab)} == {"fakeboard", "qemu"}
+
+
+def test_what_the_board_cannot_do_is_refused_in_one_line_from_its_capabilities(lab, capsys, board):
+    def refused(*args: str) -> str:
+        assert lab.main(*args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("kernellab: error: ") and err.count("\n") == 1, err
+        return err
+
+    # It has no QEMU machine to give vCPUs to, no Dask workers, and measures no running kernel.
+    assert "vcpus:2 is a QEMU machine's setting; --target fakeboard:x" in refused(
+        "compare", "a=tinyconfig+vcpus:2", "--target", "fakeboard:x")
+    assert "--target fakeboard:x is one machine" in refused(
+        "compare", "a=tinyconfig", "--target", "fakeboard:x", "--workers", "2")
+    assert "is the kernel a machine runs: measure it with --target local or --target ssh://HOST" in refused(
+        "compare", "running", "--target", "fakeboard:x")
+    assert "--accel kvm is for the qemu target, not --target fakeboard:x" in refused(
+        "sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "syscall.null", "--target", "fakeboard:x",
+        "--accel", "kvm")
+    # kernellab's own targets refuse the same way: a board lab's log is read, not booted; kexec'd
+    # probes are not there yet (nothing here reaches the ssh host: it is refused first).
+    assert "--target lava:rpi4 reads what a board lab ran" in refused("compare", "a=tinyconfig",
+                                                                      "--target", "lava:rpi4")
+    assert ("sweep boots probes of built kernels with the agent as their init, and --target ssh://nowhere.invalid "
+            "runs the agent as a program") in refused("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric",
+                                                      "syscall.null", "--target", "ssh://nowhere.invalid")
+    assert lab.runs() == [] and board == []
+
+
+def test_every_measuring_command_refuses_probes_where_the_target_cannot_boot_them(lab, capsys):
+    """A target that measures only the kernel its machine runs cannot boot sweep's probes:
+    one line, before anything is built."""
+    for args in (("sweep", "tinyconfig", "--toggle", "FAKE_SLOW"), ("bisect", "good=tinyconfig", BAD),
+                 ("noise-floor", "tinyconfig"), ("profile", "a=tinyconfig", "b=tinyconfig")):
+        assert lab.main(*args, "--metric", "syscall.null", "--target", "local", "--mode", "wall") == 2 \
+            if args[0] != "noise-floor" else lab.main(*args, "--target", "local") == 2
+        err = capsys.readouterr().err
+        assert f"{args[0]} boots probes of built kernels with the agent as their init, and --target local " \
+               "measures only the kernel its machine runs: use --target qemu" in err, err
+    assert not any(Path(lab.cache).glob("artifacts/*"))
+
+
+def test_an_unknown_target_names_every_scheme_registered(lab, capsys, board):
+    assert lab.main("compare", "a=tinyconfig", "--target", "nowhere") == 2
+    err = capsys.readouterr().err
+    assert "unknown --target 'nowhere': use qemu, local, ssh://[user@]host[:port] or fakeboard:NAME" in err
