@@ -22,6 +22,7 @@ cache directory from one session to the next.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sqlite3
@@ -133,15 +134,26 @@ def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None) -> FakeLab
     return FakeLab(tmp_path, KERNEL_TREE, cache, tmp_path / "lab.sqlite", qemu)
 
 
+def shared_dir(request) -> Path | None:
+    """pytest's cache directory for the agent binary and ccache, kept from one session to the next."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("kernellab-fake-lab") if cache is not None else None
+
+
+@contextlib.contextmanager
+def module_lab(tmp_path_factory, request, name: str):
+    """A FakeLab for a module-scoped fixture (files made once and read by many tests)."""
+    tmp = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        yield fake_lab(tmp, mp, shared_dir(request))
+
+
 @pytest.fixture
 def lab(tmp_path, monkeypatch, request):
     """A FakeLab; restores the signal handlers `kernellab.cli.main` installs."""
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
-    # pytest's cache directory keeps the agent binary from one session to the next.
-    cache = getattr(request.config, "cache", None)
-    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
     try:
-        yield fake_lab(tmp_path, monkeypatch, shared)
+        yield fake_lab(tmp_path, monkeypatch, shared_dir(request))
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import labfakes
-from fakes import fake_lab
+from fakes import fake_lab, module_lab, shared_dir
 from kernellab.guest.records import frame
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,9 +112,7 @@ class Harness:
 def harness(tmp_path, monkeypatch, request):
     import signal
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
-    cache = getattr(request.config, "cache", None)
-    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
-    h = Harness(tmp_path, fake_lab(tmp_path, monkeypatch, shared))
+    h = Harness(tmp_path, fake_lab(tmp_path, monkeypatch, shared_dir(request)))
     # Nothing may reach apt-get or dpkg: the fake lab asks for no Debian package.
     bin_dir = tmp_path / "bin"
     for tool in ("apt-get", "dpkg", "apt"):
@@ -132,12 +130,8 @@ def harness(tmp_path, monkeypatch, request):
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory, request):
     """Real files to mutate: a comparison report and its store, from the fake lab."""
-    tmp = tmp_path_factory.mktemp("hostile-seeds")
-    cache = getattr(request.config, "cache", None)
-    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
-    with pytest.MonkeyPatch.context() as mp:
-        lab = fake_lab(tmp, mp, shared)
-        report = tmp / "report.json"
+    with module_lab(tmp_path_factory, request, "hostile-seeds") as lab:
+        report = lab.tmp / "report.json"
         assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--format", "json",
                         "-o", str(report)) == 0
     return {"report": json.loads(report.read_text()), "store": lab.store,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from junitparser import JUnitXml
 
-from fakes import fake_lab
+from fakes import module_lab
 from kernellab.cli import main
 from kernellab.errors import LabError
 from kernellab.report.terminal import printable
@@ -38,24 +38,17 @@ MUTATIONS = 200   # per kind of document; about 0.1 s each (0.3 s for a study's 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory, request):
     """A real compare report and the store behind it, made once by the fake lab."""
-    tmp = tmp_path_factory.mktemp("made")
-    cache = getattr(request.config, "cache", None)
-    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
-    with pytest.MonkeyPatch.context() as mp:
-        lab = fake_lab(tmp, mp, shared)
-        assert lab.main("compare", "a=tinyconfig", SLOW, "--format", "json", "-o", str(tmp / "r.json")) == 0
-    return tmp / "r.json", lab.store, lab.cache
+    with module_lab(tmp_path_factory, request, "made") as lab:
+        assert lab.main("compare", "a=tinyconfig", SLOW, "--format", "json", "-o", str(lab.tmp / "r.json")) == 0
+    return lab.tmp / "r.json", lab.store, lab.cache
 
 
 @pytest.fixture(scope="module")
 def study_made(tmp_path_factory, request):
     """A study's report with a sweep and a code/config split, made once by the fake lab."""
     import test_study
-    tmp = tmp_path_factory.mktemp("study")
-    cache = getattr(request.config, "cache", None)
-    shared = cache.mkdir("kernellab-fake-lab") if cache is not None else None
-    with pytest.MonkeyPatch.context() as mp:
-        lab = fake_lab(tmp, mp, shared)
+    with module_lab(tmp_path_factory, request, "study") as lab:
+        tmp = lab.tmp
         path = test_study.study_file(lab, text=test_study.SWEPT)
         assert lab.main("study", "run", str(path), "--format", "json", "-o", str(tmp / "study.json")) == 0
     return tmp / "study.json"
