@@ -1119,8 +1119,7 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.flush()   # a full disk says so now, not in the interpreter's exit
         return code
     except LabError as exc:
-        # printable: a message quotes what it read (a lone surrogate in a JSON file cannot be written)
-        print(f"kernellab: error: {printable(str(exc))}", file=sys.stderr)
+        print(f"kernellab: error: {exc}", file=sys.stderr)   # LabError made its message printable
         return exc.exit_status
     except OSError as exc:   # a full disk where kernellab writes (the cache, mostly): one line
         full = paths.no_space(exc)

@@ -107,12 +107,18 @@ def kexec_target(shell: KexecShell) -> KexecTarget:
     return KexecTarget(machine)
 
 
-def test_boot_and_sysctl_words_reach_kexec_as_data(tmp_path, monkeypatch):
+def kexec_stub(tmp_path, monkeypatch):
+    """A `kexec` first on PATH that records its argv; the file it records to."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     record = tmp_path / "kexec.argv"
     stub(bin_dir / "kexec", record)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return record
+
+
+def test_boot_and_sysctl_words_reach_kexec_as_data(tmp_path, monkeypatch):
+    record = kexec_stub(tmp_path, monkeypatch)
     pwned = tmp_path / "pwned"
     spec = parse_short(f"a=running+boot:x=$(touch${{IFS}}{pwned}-boot)+sysctl:kernel.y=`touch${{IFS}}{pwned}-sysctl`")
     words = [*spec.boot_words(), *hostile(pwned)]
@@ -135,11 +141,7 @@ def test_boot_and_sysctl_words_reach_kexec_as_data(tmp_path, monkeypatch):
 
 def test_words_through_the_kexec_targets_start_are_data(tmp_path, monkeypatch):
     """The path a run takes: the run's command line, split into KL_* settings and kernel words."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    record = tmp_path / "kexec.argv"
-    stub(bin_dir / "kexec", record)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    record = kexec_stub(tmp_path, monkeypatch)
     pwned = tmp_path / "pwned"
     words = [w for w in hostile(pwned) if "\n" not in w]
     kernel = tmp_path / "bzImage"
