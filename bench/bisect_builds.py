@@ -42,7 +42,8 @@ from kernellab.experiments import lab
 from kernellab.experiments.bisect import Bisector
 from kernellab.experiments.spec import VariantSpec
 from kernellab.proc import stop_on_signals
-from kernellab.report.attribution import bisect_text, probe_build_s
+from kernellab.report.attribution import probe_build_s
+from kernellab.report.bisect import bisect_text
 from kernellab.store import Store
 
 # kernellab reads KERNELLAB_CACHE at each use, so private_cache() can move it after import.

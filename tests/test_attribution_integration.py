@@ -16,6 +16,7 @@ kernel effect."""
 
 import pytest
 
+from kernellab import modes
 from kernellab.experiments import lab
 from kernellab.experiments.bisect import Bisector
 from kernellab.experiments.spec import parse_short
@@ -25,6 +26,7 @@ from sshguest import FRAGMENT
 pytestmark = pytest.mark.integration
 
 METRIC = "proc.fork_exit"
+ICOUNT = modes.get("icount")
 # 20 options that do not move fork+exit: CRC libraries nothing calls, and the native
 # language support with code pages no file system uses (each code page is one new file
 # whose init only adds a table to a list). Crypto algorithms would not do: registering
@@ -46,7 +48,7 @@ def variant(name, *options):
 def test_sweep_ranks_the_slow_option_first(minimal, store):
     base = lab.prepare(variant("sweep-base")).config.values
     flips = flips_from_toggles(base, ["CRC_CCITT", "SLUB_DEBUG_ON", "CRC64", "SLUB_STATS"])
-    result = sweep(store, variant("sweep-base"), flips, [METRIC], "icount", log=lambda m: None)
+    result = sweep(store, variant("sweep-base"), flips, [METRIC], ICOUNT, log=lambda m: None)
     ranked = result.ranked(METRIC)
     assert ranked[0].option == "CONFIG_SLUB_DEBUG_ON"
     assert ranked[0].effects[METRIC]["delta_pct"] > 10
@@ -59,7 +61,7 @@ def test_bisect_names_the_one_culprit_among_bystanders(minimal, store):
     # code pages added it moved by a few percent (page-allocator state after a different
     # boot), so the threshold sits above that floor and far below SLUB_DEBUG_ON's +428%.
     bisector = Bisector.for_variants(store, variant("good"), variant("bad", *BYSTANDERS, "SLUB_DEBUG_ON"),
-                                     METRIC, "icount", threshold_pct=10.0, log=lambda m: None)
+                                     METRIC, ICOUNT, threshold_pct=10.0, log=lambda m: None)
     result = bisector.run()
     assert [c.option for c in result.culprits] == ["CONFIG_SLUB_DEBUG_ON"]
     assert result.culprits[0].alone_on_good > 0
@@ -94,7 +96,7 @@ def test_bisect_names_two_culprits_each_with_its_contribution(store):
     assert lab.prepare(variant("pagealloc-good")).config.values.get("CONFIG_DEBUG_PAGEALLOC") == "y"
     good = variant("pagealloc-good")
     bad = variant("pagealloc-bad", *BYSTANDERS[:6], "SLUB_DEBUG_ON", "DEBUG_PAGEALLOC_ENABLE_DEFAULT")
-    result = Bisector.for_variants(store, good, bad, METRIC, "icount", threshold_pct=10.0,
+    result = Bisector.for_variants(store, good, bad, METRIC, ICOUNT, threshold_pct=10.0,
                                    log=lambda m: None).run()
     assert sorted(c.option for c in result.culprits) == ["CONFIG_DEBUG_PAGEALLOC_ENABLE_DEFAULT",
                                                          "CONFIG_SLUB_DEBUG_ON"]

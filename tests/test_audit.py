@@ -174,7 +174,7 @@ def test_rule_verdicts_and_totals(tree, base):
     no_mitigation = "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION does not exist in Linux 6.99.0"
     needs_debug = "needs CONFIG_DEBUG_KERNEL=y too"
     arm_only = "CONFIG_ARM64_64K_PAGES is arch-specific: not defined for x86_64 in Linux 6.99.0"
-    assert auditreport.render_table(report) == textwrap.dedent(f"""\
+    assert auditreport.render_table(auditreport.body(report)) == textwrap.dedent(f"""\
         audit of {base} for profile storage (Linux 6.99.0 x86_64)
 
         rule        option                                   current  expected    verdict  reason
@@ -196,7 +196,7 @@ def test_rule_verdicts_and_totals(tree, base):
 def test_a_profile_no_rule_audits(tree, base):
     report = audit.audit(tree, [rule("skipped", {"CONFIG_AUDIT": ("y",)}, skip=("latency",))], "latency")
     assert report.findings == []
-    assert auditreport.render_table(report) == (
+    assert auditreport.render_table(auditreport.body(report)) == (
         f"audit of {base} for profile latency (Linux 6.99.0 x86_64)\n\nno rule audits this profile\n")
 
 def test_json_rows_carry_evidence_and_metric(tree, base):

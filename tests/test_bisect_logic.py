@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from kernellab import modes
 from kernellab.blast import Radius
 from kernellab.experiments.bisect import Bisector
+
+ICOUNT, WALL = modes.get("icount"), modes.get("wall")
 
 
 @dataclass
@@ -87,13 +90,13 @@ def options(n):
 
 
 def bisect(prober, target):
-    return Bisector(prober, target, "proc.fork_exit", "icount", threshold_pct=2.0, log=lambda m: None).run()
+    return Bisector(prober, target, "proc.fork_exit", ICOUNT, threshold_pct=2.0, log=lambda m: None).run()
 
 
 def test_one_culprit_among_64_within_8_build_boot_cycles():
     target = options(64)
     prober = FakeProber({"CONFIG_OPT37": 800.0})
-    result = Bisector(prober, target, "proc.fork_exit", "icount", log=lambda m: None).run()
+    result = Bisector(prober, target, "proc.fork_exit", ICOUNT, log=lambda m: None).run()
     assert [c.option for c in result.culprits] == ["CONFIG_OPT37"]
     search = [p for p in prober.probes if not p.label.startswith(("alone:", "without:"))]
     assert len(search) <= 8  # ceil(log2 64) + 2
@@ -122,11 +125,11 @@ def test_culprits_that_cost_more_together_report_their_interaction():
 def test_an_effect_spread_thin_is_reported_below_the_threshold_not_as_interaction():
     # One option costs 30%; eight others 2% each: no probe of theirs moves by 10%.
     costs = {"CONFIG_OPT00": 300.0, **{f"CONFIG_OPT{i:02d}": 20.0 for i in range(8, 16)}}
-    result = Bisector(FakeProber(costs), options(16), "proc.fork_exit", "icount", threshold_pct=10.0,
+    result = Bisector(FakeProber(costs), options(16), "proc.fork_exit", ICOUNT, threshold_pct=10.0,
                       log=lambda m: None).run()
     assert [c.option for c in result.culprits] == ["CONFIG_OPT00"]
     assert result.below_threshold == pytest.approx(160.0) and result.interaction == pytest.approx(0.0)
-    from kernellab.report.attribution import bisect_text
+    from kernellab.report.bisect import bisect_text
     text = bisect_text(result.to_dict())
     assert "below the threshold: +160" in text and "interaction: +0" in text
 
@@ -193,7 +196,7 @@ class NoisyProber(FakeProber):
 
 
 def wall_bisect(prober, target, threshold=5.0):
-    return Bisector(prober, target, "proc.fork_exit", "wall", threshold_pct=threshold, log=lambda m: None).run()
+    return Bisector(prober, target, "proc.fork_exit", WALL, threshold_pct=threshold, log=lambda m: None).run()
 
 
 def test_wall_mode_reruns_noisy_probes_until_the_culprit_is_clear():
@@ -221,26 +224,26 @@ def test_wall_mode_runs_to_the_cap_while_more_runs_could_decide():
     """Noise that eight runs can see through, but three cannot: runs are added while they
     could decide, and with a cap of 3 the same comparison ends "not yet known" at the cap."""
     prober = NoisyProber({"CONFIG_OPT01": 60.0}, noise_pct=2.0, seed=2)
-    capped = Bisector(prober, options(2), "proc.fork_exit", "wall", threshold_pct=5.0, log=lambda m: None,
+    capped = Bisector(prober, options(2), "proc.fork_exit", WALL, threshold_pct=5.0, log=lambda m: None,
                       max_runs=3).run()
     assert capped.culprits == [] and any("the cap of 3 runs" in u for u in capped.unsure)
     prober = NoisyProber({"CONFIG_OPT01": 60.0}, noise_pct=2.0, seed=2)
-    result = Bisector(prober, options(2), "proc.fork_exit", "wall", threshold_pct=5.0, log=lambda m: None).run()
+    result = Bisector(prober, options(2), "proc.fork_exit", WALL, threshold_pct=5.0, log=lambda m: None).run()
     assert prober.extra_runs > 0 and [c.option for c in result.culprits] == ["CONFIG_OPT01"]
 
 
 def test_icount_verdicts_are_exact_and_never_unsure():
     from kernellab.experiments.probe import DIFFERENT, SAME, verdict
-    assert verdict([100.0], [101.0], "lower", "icount", 2.0, 8).kind == SAME
-    assert verdict([100.0], [103.0], "lower", "icount", 2.0, 8).kind == DIFFERENT
+    assert verdict([100.0], [101.0], "lower", ICOUNT, 2.0, 8).kind == SAME
+    assert verdict([100.0], [103.0], "lower", ICOUNT, 2.0, 8).kind == DIFFERENT
 
 
 def test_a_wall_verdict_of_same_needs_the_interval_inside_the_threshold():
     from kernellab.experiments.probe import SAME, UNKNOWN, verdict
     tight = [100.0, 100.2, 99.8, 100.1, 99.9]
-    assert verdict(tight, [x + 0.3 for x in tight], "lower", "wall", 5.0, 8).kind == SAME
+    assert verdict(tight, [x + 0.3 for x in tight], "lower", WALL, 5.0, 8).kind == SAME
     loose = [100.0, 130.0, 75.0]
-    assert verdict(loose, [101.0, 128.0, 77.0], "lower", "wall", 5.0, 8).kind == UNKNOWN
+    assert verdict(loose, [101.0, 128.0, 77.0], "lower", WALL, 5.0, 8).kind == UNKNOWN
 
 
 def test_culprits_are_confirmed_by_reverting_them():

@@ -66,4 +66,4 @@ def test_show_renders_a_results_file_and_refuses_what_it_cannot_do_in_one_line(t
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({**MITIGATIONS, "format_version": 9}))
     assert main(["show", str(newer)]) == 2
-    assert "kernellab-option-costs format 9; this kernellab reads 1" in capsys.readouterr().err
+    assert "kernellab-option-costs format 9; this kernellab reads format 1" in capsys.readouterr().err

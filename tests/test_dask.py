@@ -209,3 +209,77 @@ def test_files_a_variant_names_travel_to_workers_that_cannot_see_them(lab, clust
     hashes = dict(query(lab.store, "SELECT name, config_hash FROM variants"))
     assert lab.main("compare", "b=base.config+slow.config") == 0   # the same kernel, measured here
     assert dict(query(lab.store, "SELECT name, config_hash FROM variants")) == hashes
+
+
+class ListQueue:
+    """A Dask queue's put and get(batch=True), in this process."""
+
+    def __init__(self):
+        self.items = []
+
+    def put(self, item):
+        self.items.append(item)
+
+    def get(self, batch=False):
+        items, self.items = self.items, []
+        return items
+
+
+class Source:
+    """labfakes' source, as plain data: what a worker sends travels pickled."""
+    version, spec, id, kind, content_hash = "6.1.192", "debian:6.1", "6.1.192-fake", "debian", "0" * 64
+
+    def to_dict(self):
+        return {"spec": self.spec, "kind": self.kind, "version": self.version, "content_hash": self.content_hash,
+                "tree": "/nonexistent"}
+
+
+def test_a_workers_run_reaches_the_clients_store_as_it_would_locally(tmp_path):
+    """Every write lab.run makes goes through the forwarding store, by the Store's own
+    write methods (executor.WRITES): the replayed store holds what a local run stores."""
+    import dataclasses
+
+    import labfakes
+    from kernellab.experiments import executor
+    from kernellab.experiments import lab as lab_stage
+    from kernellab.experiments.spec import parse_short
+    from kernellab.store import Store
+
+    p = dataclasses.replace(labfakes.prepared(parse_short("a=lab-minimal")), source=Source())
+    target = labfakes.FakeTarget(lambda cmdline: labfakes.BOOT + labfakes.agent_lines(
+        {"syscall.null": [200.0, 201.0]}, unavailable={"ctx.pipe": "no pipe"}, flaws={"meltdown": "Not_affected"}))
+    local = Store(tmp_path / "local.sqlite")
+    lab_stage.run(p, labfakes.build("k"), local, lab_stage.RunOptions("icount"), tmp_path / "agent.cpio", target)
+    queue = ListQueue()
+    forwarding = executor._Forwarding(queue, "task", "token")
+    try:
+        lab_stage.run(p, labfakes.build("k"), forwarding, lab_stage.RunOptions("icount"), tmp_path / "agent.cpio",
+                      target)
+    finally:
+        forwarding.close()
+    client = Store(tmp_path / "client.sqlite")
+    executor.Replay(client).drain(queue)
+
+    def stored(store):
+        [run] = store.runs()
+        return (run["status"], store.run_metrics(run["id"]), store.run_unavailable(run["id"]),
+                store.run_vulnerabilities(run["id"]), store.run_log(run["id"]))
+
+    assert stored(client) == stored(local)
+    assert stored(client)[1]["syscall.null"] == [200.0, 201.0] and stored(client)[2] == {"ctx.pipe": "no_pipe"}
+    assert {"add_variant": True, "start_run": True, "add_log": True, "add_sample": False,
+            "finish_run": False} == {name: executor.WRITES[name] for name in
+                                     ("add_variant", "start_run", "add_log", "add_sample", "finish_run")}
+
+
+def test_a_worker_cannot_read_the_clients_store_nor_run_anything_on_it_but_a_write(tmp_path):
+    from kernellab.errors import LabError
+    from kernellab.experiments import executor
+    from kernellab.store import Store
+
+    forwarding = executor._Forwarding(ListQueue(), "task", "token")
+    forwarding.close()
+    with pytest.raises(AttributeError, match="only writes to the store: run_metrics is not one of its write"):
+        forwarding.run_metrics(1)
+    with pytest.raises(LabError, match="a Dask worker sent 'close', which is not one of the store's write methods"):
+        executor.Replay(Store(tmp_path / "s.sqlite")).apply("token", [("close", None, (), {})])

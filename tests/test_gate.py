@@ -6,7 +6,7 @@ import pytest
 from junitparser import JUnitXml
 
 from kernellab import gate
-from kernellab.report.conclusion import NoiseFloor
+from kernellab.report.model import NoiseFloor, judge
 
 SLOW = "b=tinyconfig+CONFIG_FAKE_SLOW=y"   # every timed metric x1.25
 BASE = "a=tinyconfig"
@@ -78,7 +78,7 @@ def test_a_gated_metric_that_was_not_available_breaks_its_rule(lab, capsys):
                     "--fail-on", "ipc.unix_rtt:+5")
     err = capsys.readouterr().err
     assert code == 3
-    assert "kernellab: regression: ipc.unix_rtt b: not available on a: needs CONFIG_UNIX" in err
+    assert "kernellab: regression: ipc.unix_rtt b: not compared: not available on a: needs CONFIG_UNIX" in err
 
 
 def test_a_failed_run_wins_over_a_regression(lab, capsys):
@@ -118,9 +118,9 @@ def test_show_gates_a_saved_report(lab, capsys, tmp_path):
 
 
 def _wall_report(significant: bool) -> dict:
-    """A wall-mode report of one metric that rose 10%, as model.build_report shapes it."""
+    """A wall-mode report of one metric that rose 10%, as model.build_report shapes and judges it."""
     cell = {"n": 5, "q1": 99.0, "q3": 101.0}
-    return {"experiment": "w", "mode": "wall",
+    return judge({"experiment": "w", "mode": "wall",
             "variants": [{"name": "a", "arch": "x86_64"}, {"name": "b", "arch": "x86_64"}],
             "metrics": [{"name": "syscall.null", "label": "null syscall", "better": "lower", "clock": "guest",
                          "valid_in_mode": True,
@@ -128,13 +128,13 @@ def _wall_report(significant: bool) -> dict:
                                     "b": cell | {"median": 110.0, "run_medians": [110.0] * 5}},
                          "comparison": {"b": {"testable": True, "significant": significant, "delta_pct": 10.0,
                                               "direction": "worse", "ci_low_pct": -2.0 if not significant else 6.0,
-                                              "ci_high_pct": 20.0}}}]}
+                                              "ci_high_pct": 20.0}}}]}, NoiseFloor())
 
 
 def test_in_wall_mode_only_a_significant_change_breaks_a_rule():
     rule = [gate.parse_rule("syscall.null:+5")]
-    [not_sure] = gate.check(_wall_report(False), rule, NoiseFloor())
-    [sure] = gate.check(_wall_report(True), rule, NoiseFloor())
+    [not_sure] = gate.check(_wall_report(False), rule)
+    [sure] = gate.check(_wall_report(True), rule)
     assert not not_sure.broken and "no difference" in not_sure.detail
     assert sure.broken and "95% CI [+6.0, +20.0]%" in sure.detail
 
@@ -143,4 +143,4 @@ def test_a_study_report_is_not_gated(lab, capsys, tmp_path):
     study = tmp_path / "s.json"
     study.write_text(json.dumps({"format": "kernellab-study", "format_version": 1}))
     assert lab.main("show", str(study), "--fail-on", "syscall.null:+5") == 2
-    assert "is a study's report" in capsys.readouterr().err
+    assert "is a study report" in capsys.readouterr().err

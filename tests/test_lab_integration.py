@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from conftest import kernellab
+from kernellab import modes
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
 from kernellab.guest import vulnerabilities
@@ -187,8 +188,8 @@ def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_ne
     from kernellab.experiments.spec import Experiment
 
     exp = Experiment("no-unix", [parse_short("base=lab-minimal"), parse_short("nounix=lab-minimal+CONFIG_UNIX=n")])
-    how = compare.Plan("icount", 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
-                                                     cmdline_extra="KL_ONLY=syscall.null,ipc.unix_rtt,bw.unix"))
+    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
+                                                                 cmdline_extra="KL_ONLY=syscall.null,ipc.unix_rtt,bw.unix"))
     report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
     assert failures == []
     metrics = {m["name"]: m for m in report["metrics"]}
@@ -223,7 +224,8 @@ def test_sysctls_reach_the_kernel_and_a_refused_one_stops_the_run(minimal, store
 
     exp = Experiment("sysctls", [parse_short("swappy=lab-minimal+sysctl:vm.swappiness=10+boot:noapictimer"),
                                  parse_short("typo=lab-minimal+sysctl:vm.swapiness=10")])
-    how = compare.Plan("icount", 1, 1, lab.RunOptions("icount", timeout_s=300, cmdline_extra="KL_ONLY=syscall.null"))
+    how = compare.Plan(modes.get("icount"), 1, 1,
+                       lab.RunOptions("icount", timeout_s=300, cmdline_extra="KL_ONLY=syscall.null"))
     report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
     runs = {v["name"]: v["runs"][0] for v in report["variants"]}
     assert runs["swappy"]["status"] == "ok"

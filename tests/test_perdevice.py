@@ -45,7 +45,7 @@ def test_the_study_report_renders_the_table_only_when_there_are_rows():
     devices = {v.name: v.devices for v in zs.variants()}
     assert devices["hz100-nohz-dev100"] == 100 and devices["hz100-nohz-dev500"] == 500
     assert not any("device" in n for n in zs.file.not_yet)
-    report = {"format": studyreport.STUDY_FORMAT, "format_version": studyreport.STUDY_FORMAT_VERSION,
+    report = {"format": studyreport.STUDY.tag, "format_version": studyreport.STUDY.version,
               "study": "zseries", "title": "t", "seed": "", "question": "q", "quick": False, "left_out": [],
               "arches": ["s390x"], "baseline": "d0", "subject": "d500", "noise_floor": {"origin": "none", "pct": {}},
               "not_yet": [], "caveats": [], "support": [], "tables": [], "decomposition": [], "sweeps": {},
@@ -53,9 +53,9 @@ def test_the_study_report_renders_the_table_only_when_there_are_rows():
               "reports": {"s390x": _report() | {"mode_note": "", "statistics": "",
                                                 "runs_per_variant": {}}}}
     report["per_device"] = perdevice.rows(report["reports"])
-    text = studyreport.render(report, "markdown")
+    text = studyreport.STUDY.render(report, "markdown")
     assert f"#### {perdevice.TITLE}" in text
     assert "| meminfo.Slab | s390x | KiB | d500 (against d0) | 500 | 5,000 | 8,000 | +6.00 |" in text
-    assert perdevice.TITLE in studyreport.render(report, "table")
+    assert perdevice.TITLE in studyreport.STUDY.render(report, "table")
     report["per_device"] = []
-    assert perdevice.TITLE not in studyreport.render(report, "markdown")
+    assert perdevice.TITLE not in studyreport.STUDY.render(report, "markdown")

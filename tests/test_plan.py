@@ -7,7 +7,7 @@ from kernellab.experiments.spec import load_experiment
 
 def test_icount_runs_once():
     p = plan(load_experiment(None), None, None, None, 60)
-    assert (p.mode, p.min_runs, p.max_runs) == ("icount", 1, 1)
+    assert (p.mode.name, p.min_runs, p.max_runs) == ("icount", 1, 1)
 
 
 def test_wall_is_adaptive_between_five_and_the_cap():

@@ -124,7 +124,7 @@ def test_real_machines_measure_in_wall_mode_only(tmp_path):
     exp = Experiment("x", [parse_short("running")])
     with pytest.raises(LabError, match="a real machine .* measures in wall mode: use --mode wall"):
         compare.plan(exp, "icount", None, None, 60.0, placement=placement)
-    assert compare.plan(exp, None, None, None, 60.0, placement=placement).mode == "wall"
+    assert compare.plan(exp, None, None, None, 60.0, placement=placement).mode.name == "wall"
 
 
 def test_the_running_kernel_is_measured_on_a_real_machine_only(tmp_path):

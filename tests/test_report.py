@@ -11,12 +11,20 @@ import jsonschema
 import pytest
 
 import labfakes
+from kernellab import modes
 from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.spec import Experiment, parse_short
-from kernellab.report import render, summary
-from kernellab.report.model import FORMAT_VERSION, check_readable
+from kernellab.report import kinds, render
+from kernellab.report.conclusion import summary
+from kernellab.report.model import FORMAT_VERSION
 from kernellab.store import Store
+
+
+def check_readable(document, origin):
+    """As `kernellab show` reads a file: by the kind it says, or a compare report of before kinds."""
+    return kinds.read(document, origin)[1]
+
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
 NULL = {"a": [200.0, 200.0, 202.0, 198.0, 200.0], "b": [300.0, 300.0, 303.0, 297.0, 300.0]}
@@ -54,21 +62,28 @@ def report(tmp_path, monkeypatch):
 def test_the_report_matches_its_schema_and_version(report):
     jsonschema.validate(report, SCHEMA)
     assert report["format_version"] == FORMAT_VERSION
-    assert check_readable(json.loads(render(report, "json")), "r.json") == report
+    written = check_readable(json.loads(render(report, "json")), "r.json")
+    assert written.pop("format") == "kernellab-compare" and written == report   # its kind, stamped when written
 
 
 def test_show_refuses_a_report_it_cannot_read():
-    with pytest.raises(LabError, match="r.json has no format_version .*reads formats 2, 3: rerun"):
+    with pytest.raises(LabError, match="r.json has no format_version .*reads formats 2, 3, 4: rerun"):
         check_readable({"metrics": []}, "r.json")
-    with pytest.raises(LabError, match="r.json is format 9; this kernellab reads formats 2, 3"):
+    with pytest.raises(LabError, match="r.json is format 9; this kernellab reads formats 2, 3, 4"):
         check_readable({"metrics": [], "format_version": 9}, "r.json")
 
 
-def test_show_reads_a_format_2_report_which_has_no_size(report):
-    older = {k: v for k, v in report.items() if k != "size"} | {"format_version": 2}
-    assert check_readable(json.loads(json.dumps(older)), "old.json")["format_version"] == 2
+def test_show_reads_a_format_2_report_which_has_no_size_nor_verdicts(report):
+    """A report of an earlier format is judged on reading, as kernellab judges one it writes."""
+    older = json.loads(json.dumps({k: v for k, v in report.items() if k not in ("size", "noise_floor")}
+                                  | {"format_version": 2}))
+    for m in older["metrics"]:
+        del m["verdict"]
+    read = check_readable(older, "old.json")
+    assert read["format_version"] == FORMAT_VERSION
+    assert [m["verdict"] for m in read["metrics"]] == [m["verdict"] for m in report["metrics"]]
     for fmt in ("table", "markdown", "csv", "json"):
-        assert render(older, fmt)
+        assert render(read, fmt)
     with pytest.raises(LabError, match="is not a kernellab report"):
         check_readable([1, 2], "r.json")
 
@@ -93,11 +108,15 @@ def test_table_says_mode_target_boot_parameters_and_failures(report):
 
 def test_markdown_and_summary(report):
     md = render(report, "markdown")
-    assert "| null syscall (getppid) | ns | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0% |" in md
-    # icount: exact differences of at least 5% are named, with the catalog's direction.
-    assert "b vs a (icount mode) - " in summary(report) and "null syscall (getppid) +50% (worse)" in summary(report)
-    assert "| boot image | KiB | 2,048 | 2,100 | +2.5% |" in md
-    assert "boot image +3% (worse)" not in summary(report)  # under 5%
+    # Marked as the terminal marks it: * a difference by the cell's verdict, and the legend.
+    assert "| null syscall (getppid) | ns | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0%* |" in md
+    assert "Δ: * marks a difference" in md and summary(report) in md
+    # icount: every exact difference beyond the floor (none here) and the spread is named, with
+    # the catalog's direction; what cannot be believed from one run is said not compared.
+    said = summary(report)
+    assert "b vs a (icount mode) - " in said and "null syscall (getppid) +50% (worse)" in said
+    assert "| boot image | KiB | 2,048 | 2,100 | +2.5%* |" in md
+    assert "boot image +3% (worse)" in said
 
 
 def test_csv_has_one_row_per_metric_and_variant(report):
@@ -105,8 +124,12 @@ def test_csv_has_one_row_per_metric_and_variant(report):
     b_null = next(r for r in rows if r["variant"] == "b" and r["metric"] == "syscall.null")
     assert float(b_null["median"]) == 300.0 and float(b_null["delta_pct"]) == 50.0 and b_null["mode"] == "icount"
     assert len(rows) == sum(len(m["values"]) for m in report["metrics"])
-    assert next(r for r in rows if r["variant"] == "b" and r["metric"] == "ipc.unix_rtt")["not_available"] == \
-        "needs CONFIG_UNIX"
+    unix = next(r for r in rows if r["variant"] == "b" and r["metric"] == "ipc.unix_rtt")
+    assert unix["not_available"] == "needs CONFIG_UNIX"
+    # Each cell's verdict as the report holds it; the first variant is the one compared with.
+    assert (b_null["verdict"], unix["verdict"]) == ("worse", "not compared")
+    assert unix["reason"] == "not available on b: needs CONFIG_UNIX"
+    assert {r["verdict"] for r in rows if r["variant"] == "a"} == {""}
 
 
 def test_runs_measured_differently_are_never_pooled(tmp_path):
@@ -153,7 +176,8 @@ def test_timer_latency_is_left_out_under_icount_with_more_than_one_vcpu(tmp_path
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build("k", 2048))
     monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
     exp = Experiment("t", [parse_short("one=lab-minimal"), parse_short("two=lab-minimal+vcpus:2")])
-    how = compare.Plan("icount", 1, 1, lab.RunOptions("icount"), target=lambda p, b: labfakes.FakeTarget(two_metrics))
+    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount"),
+                       target=lambda p, b: labfakes.FakeTarget(two_metrics))
     report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
     assert failures == []
     valid = {m["name"]: m["valid_in_mode"] for m in report["metrics"]}

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from kernellab import knowledge
-from kernellab.report.results import RESULTS_FORMAT
+from kernellab.report.costtable import RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PERCENT = re.compile(r"[+-]\d+(?:\.\d+)?%")
@@ -39,7 +39,7 @@ def test_kernellab_figures_quote_a_committed_results_file():
     for rule, ev in citations:
         path = ROOT / ev.source.removeprefix("kernellab:").split()[0]
         data = json.loads(path.read_text())
-        assert data["format"] == RESULTS_FORMAT and data["emulated"] is True, path
+        assert data["format"] == RESULTS.tag and data["emulated"] is True, path
         quoted = PERCENT.findall(ev.figure)
         assert quoted, f"{rule.id}: the figure quotes no measured change"
         assert set(quoted) <= measured(data, rule.options()), (rule.id, set(quoted) - measured(data, rule.options()))

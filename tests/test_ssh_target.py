@@ -1,15 +1,18 @@
 """kernellab's ssh target against a real ssh server: the QEMU guest of tests/sshguest.py
 (dropbear, kexec-tools, busybox) plays the remote machine. kernellab measures its running
 kernel, kexecs it into a variant of its own config built here, measures that, returns it
-to its default kernel; a variant that never comes back is power-cycled and fails; bad
-hosts, users and keys are one line each; an agent killed there loses nothing measured."""
+to its default kernel; a sweep kexecs its probes there in wall mode; a variant that never
+comes back is power-cycled and fails; bad hosts, users and keys are one line each; an agent
+killed there loses nothing measured."""
 
 import dataclasses
+import json
 import threading
 import time
 
 import pytest
 
+from conftest import kernellab
 from kernellab.errors import LabError
 from kernellab.experiments import compare, lab
 from kernellab.experiments.placement import Placement, TargetOptions
@@ -77,6 +80,30 @@ def test_running_kernel_then_a_kexecd_variant_then_back(guest, store):
     assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
     print(f"kexec round trip: ssh reachable {ecb['boot.ssh_ready.host']:.1f} s after kexec -e; "
           f"whole experiment {time.monotonic() - t0:.0f} s")
+
+
+def test_a_sweep_kexecs_its_probes_there_in_wall_mode(guest, store):
+    """`kernellab sweep --target ssh://...`: the baseline and the flip are kernels of the
+    guest's own config (both built already by the test above: a sweep costs boots here), each
+    kexec'd in turn and measured with the agent as a program, the verdict a wall-mode one."""
+    before = guest.boot_id()
+    r = kernellab("sweep", "running+CONFIG_CRYPTO_ECB=n", "--toggle", "CRYPTO_ECB", "--metric", "syscall.null",
+                  "--runs", "2", "--format", "json", "--target", f"ssh://{ALIAS}", "--ssh-config",
+                  str(guest.ssh_config), "--power-cycle", guest.power_cycle_command, "--kexec-timeout",
+                  str(COME_BACK_S), store_path=store.path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["mode"] == "wall" and result["boots"] == 4 and result["builds"] == 0, result
+    (flip,) = result["flips"]
+    assert (flip["option"], flip["value"]) == ("CONFIG_CRYPTO_ECB", "y")
+    effect = flip["effects"]["syscall.null"]
+    assert effect["n_ref"] == effect["n_other"] == 2 and effect["testable"], effect
+    # Every probe ran on the guest, kexec'd, and the guest is back in its default kernel.
+    probes = store.runs(4)
+    assert {(row["target"], row["mode"], row["status"]) for row in probes} == {(f"ssh://{ALIAS}", "wall", "ok")}
+    assert {row["name"] for row in probes} == {"probe:baseline", "probe:flip:CONFIG_CRYPTO_ECB=y"}
+    assert guest.boot_id() != before
+    assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
 
 
 def test_a_variant_that_never_comes_back_is_power_cycled_and_fails(guest, store):

@@ -8,12 +8,13 @@ else stays as it is.
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from kernellab.errors import LabError
 from kernellab.experiments import study
-from kernellab.report import conclusion, studyreport
+from kernellab.report import conclusion, model, studyreport
 from test_fake_lab import _join_compare_threads
 
 FAST_SLOW = """
@@ -132,6 +133,8 @@ def test_the_rendered_study_ends_with_its_summary_and_says_how(lab, capsys):
         assert "code or configuration?" in text
         summary_at = text.index("Summary")
         assert text.index("system calls") < summary_at < text.index("System calls (slow against fast): null")
+        # Each Δ marked by its cell's verdict, as a compare report's tables mark it, and the marks said.
+        assert "+25.0%*" in text and conclusion.DELTA_LEGEND in text
 
 
 def test_a_study_run_again_resumes_from_the_store(lab, capsys):
@@ -207,6 +210,11 @@ def test_a_noise_floor_turns_a_small_exact_change_into_no_difference(lab, capsys
     assert "null syscall (getppid)" not in calls.split(";")[0]
     assert "syscall read" in calls.lower() or "read 1 byte" in calls
     assert report["noise_floor"] == {"origin": f"{floor} (by hand)", "pct": {"syscall.null": 30.0}}
+    # The report keeps the verdicts the study's floor gave, and its tables read them.
+    null = next(m for m in report["reports"]["x86_64"]["metrics"] if m["name"] == "syscall.null")
+    assert null["verdict"]["slow"]["kind"] == "no difference" and null["verdict"]["slow"]["floor_pct"] == 30.0
+    (row,) = studyreport.section_rows(report, ["syscall.null"])
+    assert row[-1] == "within floor (+25.0%, floor 30.0%)"
 
 
 # -- bad input -----------------------------------------------------------------------
@@ -283,18 +291,25 @@ def _report(mode, values, comparison=None, clock="guest", better="lower", valid=
     return {"mode": mode, "variants": [{"name": n} for n in values], "metrics": [metric]}
 
 
+def summary_lines(items, reports, baseline, subject):
+    """A study's summary lines as studyreport.build writes them: each report judged first."""
+    for report in reports.values():
+        model.judge(report, model.NoiseFloor())
+    return conclusion.write(items, reports, baseline, subject, model.NoiseFloor())
+
+
 def test_ranges_across_arches_are_written_as_the_seed_writes_them():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 130.0}),
                "ppc32": _report("icount", {"a": 100.0, "b": 140.0})}
     item = study.SummaryItem("Slow to fork", ["proc.fork_exit"])
-    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], reports, "a", "b")
     assert line == ("Slow to fork (b against a): fork + exit 30...40% worse "
                     "(x86_64 +30.0%, ppc32 +40.0%; icount, 1 run, exact)")
     reports["ppc32"] = _report("icount", {"a": 100.0, "b": 930.0})
-    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], reports, "a", "b")
     assert "fork + exit 30...830% worse" in line
     reports["x86_64"] = _report("icount", {"a": 100.0, "b": 900.0})
-    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], reports, "a", "b")
     assert "fork + exit 800...830% (9.0...9.3x) worse" in line
     assert conclusion.pct_range([5.2]) == "5%" and conclusion.pct_range([0.4]) == "0.4%"
 
@@ -302,8 +317,7 @@ def test_ranges_across_arches_are_written_as_the_seed_writes_them():
 def test_a_change_on_some_arches_only_names_them():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 100.0}),
                "ppc32": _report("icount", {"a": 100.0, "b": 106.6})}
-    (line,) = conclusion.write([study.SummaryItem("RAM", ["proc.fork_exit"])], reports, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("RAM", ["proc.fork_exit"])], reports, "a", "b")
     assert line == ("RAM (b against a): fork + exit 7% worse on ppc32, no difference on x86_64 "
                     "(x86_64 +0.0%, ppc32 +6.6%; icount, 1 run, exact)")
 
@@ -311,15 +325,13 @@ def test_a_change_on_some_arches_only_names_them():
 def test_arches_that_disagree_are_said_to_disagree():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 110.0}),
                "i386": _report("icount", {"a": 100.0, "b": 90.0})}
-    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b")
     assert "better on some arches, worse on others" in line
 
 
 def test_a_metric_meaningless_in_the_mode_is_not_summarized():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 200.0}, valid=False)}
-    (line,) = conclusion.write([study.SummaryItem("Bandwidth", ["proc.fork_exit"])], reports, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Bandwidth", ["proc.fork_exit"])], reports, "a", "b")
     assert "not measured" in line
 
 
@@ -327,13 +339,11 @@ def test_a_wall_change_that_is_not_significant_is_no_difference():
     c = {"testable": True, "significant": False, "delta_pct": 8.0, "direction": "worse",
          "ci_low_pct": -3.0, "ci_high_pct": 19.0}
     reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
-    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b")
     assert line.startswith("Forks (b against a): no difference in fork + exit")
     c = dict(c, significant=True, ci_low_pct=5.0)
     reports = {"x86_64": _report("wall", {"a": 100.0, "b": 108.0}, {"b": c})}
-    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Forks", ["proc.fork_exit"])], reports, "a", "b")
     assert "8% worse" in line and "95% CI [+5.0, +19.0]%" in line
 
 
@@ -359,7 +369,7 @@ def test_each_series_support_status_comes_from_the_dated_table():
 def test_a_summary_line_may_compare_two_variants_other_than_the_baseline():
     report = _report("icount", {"a": 100.0, "b": 150.0, "c": 120.0})
     item = study.SummaryItem("Compiler", ["proc.fork_exit"], subject="c", against="b")
-    (line,) = conclusion.write([item], {"x86_64": report}, "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], {"x86_64": report}, "a", "b")
     assert line == "Compiler (c against b): fork + exit 20% better (x86_64 -20.0%, icount, 1 run, exact)"
 
 
@@ -385,24 +395,22 @@ def test_a_saved_study_report_is_shown_again(lab, capsys):
     report_json = lab.tmp / "compare.json"
     assert lab.main("compare", "a=tinyconfig", "--format", "json", "-o", str(report_json)) == 0
     assert lab.main("show", str(report_json), "--format", "results") == 2
-    assert "is a compare report; --format results writes a study's option costs" in capsys.readouterr().err
+    assert "a compare report renders as table, markdown, json, csv, html, junit, not results" in capsys.readouterr().err
     saved.write_text(json.dumps({k: v for k, v in report.items() if k != "wall_s"}))
     assert lab.main("show", str(saved)) == 2
-    assert "is not a complete study report (no 'wall_s')" in capsys.readouterr().err
+    assert "study.json: at $: 'wall_s' is a required property; run the study again" in capsys.readouterr().err
     saved.write_text(json.dumps(dict(report, format_version=99)))
     assert lab.main("show", str(saved)) == 2
-    assert "study report format 99; this kernellab reads 1" in capsys.readouterr().err
+    assert "is kernellab-study format 99; this kernellab reads format 1" in capsys.readouterr().err
 
 
 def test_an_exact_change_within_the_spread_of_the_repeats_is_no_difference():
     wide = _report("icount", {"a": 100.0, "b": 120.0})
     wide["metrics"][0]["values"]["b"].update(q1=60.0, q3=180.0)   # ±50% within the run
-    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b")
     assert line.startswith("Forks (b against a): no difference in fork + exit")
     wide["metrics"][0]["values"]["b"].update(median=300.0, run_medians=[300.0])
-    (line,) = conclusion.write([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([study.SummaryItem("Forks", ["proc.fork_exit"])], {"x86_64": wide}, "a", "b")
     assert "200% (3.0x) worse (x86_64 +200.0%, icount, 1 run, exact, repeats spread ±20%)" in line
 
 
@@ -424,9 +432,9 @@ def test_a_study_report_says_how_long_it_took_and_what_it_built(lab, capsys):
 
 
 def test_the_keys_a_study_report_must_have_are_the_keys_it_is_written_with(lab, capsys):
-    from kernellab.report import studyreport
+    schema = json.loads((Path(__file__).parent.parent / "src/kernellab/report/study-schema.json").read_text())
     report, _ = run_study(lab, capsys, study_file(lab), "--quick")
-    assert set(report) == set(studyreport._KEYS) | {"format", "format_version"}
+    assert set(report) == set(schema["required"])
 
 
 SWEPT = FAST_SLOW.replace('''options = ["CONFIG_PROC_FS=y", "CONFIG_FAKE_SLOW=y"]''',
@@ -533,15 +541,14 @@ def _build_report(hits_b, source_b, cold=False):
 
 def test_build_times_count_only_cold_builds_in_trees_of_their_own():
     item = study.SummaryItem("Build time", ["build.user"])
-    (line,) = conclusion.write([item], _build_report(1.0, "debian:6.12"), "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], _build_report(1.0, "debian:6.12"), "a", "b")
     assert "build time (user) 30% worse (x86_64 +30.0%, one cold build each)" in line
-    (line,) = conclusion.write([item], _build_report(60.0, "debian:6.12"), "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], _build_report(60.0, "debian:6.12"), "a", "b")
     assert line.endswith(": not compared: build time (user) (ccache hits)")   # the cache was timed
-    (line,) = conclusion.write([item], _build_report(1.0, "debian:6.1"), "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], _build_report(1.0, "debian:6.1"), "a", "b")
     assert line.endswith(": not compared: build time (user) (incremental builds in one build tree)")
     # Built from scratch in an emptied tree (cold_builds): one tree shared in turn is no objection.
-    (line,) = conclusion.write([item], _build_report(None, "debian:6.1", cold=True), "a", "b",
-                               conclusion.NoiseFloor())
+    (line,) = summary_lines([item], _build_report(None, "debian:6.1", cold=True), "a", "b")
     assert "build time (user) 30% worse (x86_64 +30.0%, one cold build each)" in line
 
 
@@ -579,7 +586,7 @@ def test_vcpus_boots_every_variant_with_that_many_and_the_report_says_so(lab, ca
     # What QEMU was started with (the target's description reads its -smp).
     assert {r["target"]["details"]["vcpus"] for v in report["reports"]["x86_64"]["variants"] for r in v["runs"]} \
         == {"2"}
-    text = studyreport.render(report, "table")
+    text = studyreport.STUDY.render(report, "table")
     assert "CHANGED FROM THE STUDY FILE: every variant booted with 2 vCPUs (--vcpus 2)" in text
     # A study whose variants differ in vCPUs on purpose keeps them.
     with pytest.raises(LabError, match="sets the vCPUs of 1cpu, 2cpu itself: run it without --vcpus"):
@@ -590,7 +597,7 @@ def test_vcpus_boots_every_variant_with_that_many_and_the_report_says_so(lab, ca
 def test_a_summary_line_whose_variant_was_left_out_says_so():
     reports = {"x86_64": _report("icount", {"a": 100.0, "b": 120.0})}
     item = study.SummaryItem("Forks", ["proc.fork_exit"], subject="c")
-    (line,) = conclusion.write([item], reports, "a", "b", conclusion.NoiseFloor())
+    (line,) = summary_lines([item], reports, "a", "b")
     assert line == "Forks (c against a): not in this run (left out: see its header)"
 
 

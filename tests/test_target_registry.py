@@ -119,13 +119,14 @@ def test_what_the_board_cannot_do_is_refused_in_one_line_from_its_capabilities(l
     assert "--accel kvm is for the qemu target, not --target fakeboard:x" in refused(
         "sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "syscall.null", "--target", "fakeboard:x",
         "--accel", "kvm")
-    # kernellab's own targets refuse the same way: a board lab's log is read, not booted; kexec'd
-    # probes are not there yet (nothing here reaches the ssh host: it is refused first).
+    # kernellab's own targets refuse the same way: a board lab's log is read, not booted; an ssh
+    # host's probes are kexec'd from its own config, so a base of another config is refused
+    # (nothing here reaches the ssh host: it is refused first).
     assert "--target lava:rpi4 reads what a board lab ran" in refused("compare", "a=tinyconfig",
                                                                       "--target", "lava:rpi4")
-    assert ("sweep boots probes of built kernels with the agent as their init, and --target ssh://nowhere.invalid "
-            "runs the agent as a program") in refused("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric",
-                                                      "syscall.null", "--target", "ssh://nowhere.invalid")
+    assert ("variant tinyconfig: booting on ssh://nowhere.invalid needs a variant based on `running`"
+            in refused("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "syscall.null",
+                       "--target", "ssh://nowhere.invalid"))
     assert lab.runs() == [] and board == []
 
 
@@ -137,8 +138,8 @@ def test_every_measuring_command_refuses_probes_where_the_target_cannot_boot_the
         assert lab.main(*args, "--metric", "syscall.null", "--target", "local", "--mode", "wall") == 2 \
             if args[0] != "noise-floor" else lab.main(*args, "--target", "local") == 2
         err = capsys.readouterr().err
-        assert f"{args[0]} boots probes of built kernels with the agent as their init, and --target local " \
-               "measures only the kernel its machine runs: use --target qemu" in err, err
+        assert f"{args[0]} boots probes of built kernels, and --target local measures only the kernel its " \
+               "machine runs: use --target qemu or --target ssh://HOST" in err, err
     assert not any(Path(lab.cache).glob("artifacts/*"))
 
 

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import datetime
 import difflib
+import functools
 import gc
 import io
 import json
@@ -37,6 +38,7 @@ from . import (
     reaper,
     sources,
     toolchain,
+    workloads,
 )
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
@@ -58,20 +60,15 @@ from .experiments.spec import (
 from .knowledge import PROFILES, rules_for
 from .proc import stop_on_signals
 from .report import (
-    attribution,
     auditreport,
     conclusion,
     configdiff,
-    costtable,
     explanation,
-    html,
-    junit,
-    reading,
-    render,
+    kinds,
+    model,
     studyreport,
 )
-from .report.model import check_readable
-from .report.results import RESULTS_FORMAT
+from .report import profile as profile_report
 from .report.terminal import GuardedOutput, OutputLost, printable, printable_tree
 from .size import objects as size_objects
 from .size import symbols as size_symbols
@@ -81,9 +78,7 @@ from .targets.accel import ACCELS
 from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
 from .targets.registry import Ask
-
-# One --format vocabulary; each command offers the formats that make sense for it.
-REPORT_FORMATS = ("table", "markdown", "json", "csv", "html", "junit")
+from .workloads import view as workload_view
 
 # The exit codes, documented in --help and the README. A failed run wins over a regression:
 # a gate that did not see every variant measured cannot vouch for the comparison.
@@ -129,10 +124,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with _cluster(args) as cluster:
         report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
                             else executor.run_experiment(exp, store, how, cluster, log=_log))
-    # The floor the report was judged by travels with it: `show` and a later gate reuse it.
-    report["noise_floor"] = {"origin": noise.origin,
-                             "pct": {m["name"]: noise.of(m["name"]) for m in report["metrics"] if noise.of(m["name"])}}
-    code = _report_and_gate(report, rules, noise, args)
+    # Every cell judged by the floor, which travels with the verdicts: `show` and a later gate read them.
+    model.judge(report, noise)
+    code = _report_and_gate(report, rules, args)
     if failures:
         for f in failures:
             print(f"kernellab: error: {f}", file=sys.stderr)
@@ -150,26 +144,19 @@ def _gate_rules(args: argparse.Namespace) -> list[gate.Rule]:
     return rules
 
 
-def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], floor: conclusion.NoiseFloor,
-                     args: argparse.Namespace) -> int:
+def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], args: argparse.Namespace) -> int:
     """Writes the report, then says which rules broke: EXIT_REGRESSION when any did."""
     # Names and reasons come from a report file or the store (a console's words): made
     # printable before any view or verdict shows them. JSON escapes them itself, as they are.
     shown = printable_tree(report)
-    checks = gate.check(shown, rules, floor) if rules else []
-    if args.format == "junit":
-        text = junit.render(shown, checks)
-    elif args.format == "html":
-        text = html.compare_page(shown, floor)
-    else:
-        text = render(report if args.format == "json" else shown, args.format, args.all)
-    _output(text, args.output)
+    checks = gate.check(shown, rules) if rules else []
+    _output(kinds.get("compare").render(report, args.format, kinds.View(args.all, checks=checks)), args.output)
     broken = [c for c in checks if c.broken]
     for c in broken:
         print(f"kernellab: regression: {c.metric} {c.variant}: {c.detail} (rule {c.rule.text})", file=sys.stderr)
     if rules:
         _log(f"gate: {len(checks) - len(broken)} of {len(checks)} checks passed "
-             f"(noise floor: {floor.origin})")
+             f"(noise floor: {shown['noise_floor']['origin']})")
     return EXIT_REGRESSION if broken else EXIT_OK
 
 
@@ -361,20 +348,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.measure:
         text = datafile.read_text(Path(args.config), "config")
         measured = audit_measure.measure(_store(args), report, audit.applicable(tree, report), args.config, text,
-                                         args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH, args.mode,
-                                         args.runs, log=_log, placement=_placement(args)).to_dict()
+                                         args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH,
+                                         modes.get(args.mode), args.runs, log=_log,
+                                         placement=_placement(args)).to_dict()
     if args.fragment:
         try:
             Path(args.fragment).write_text(audit.fragment(tree, report))
         except OSError as exc:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
-    if args.format == "html":
-        _output(html.audit_page(report.to_json(), args.config, args.profile, measured), None)
-    elif args.format == "json":
-        _output(_json({"findings": report.to_json(), "measured": measured} if measured else report.to_json()), None)
-    else:
-        _output(auditreport.render_table(report) + (auditreport.render_measured(measured) if measured else ""), None)
+    _output(kinds.get("audit").render(auditreport.body(report, measured), args.format), None)
     return 0
 
 
@@ -408,17 +391,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not args.base:
             raise LabError("--toggle needs the baseline variant: kernellab sweep BASE --toggle A,B")
         base = _variant(args.base, args)
-        values = lab.prepare(base).config.values
+        placement.adapt(base)
+        values = placement.prepare(base).config.values
         flips = sweep.flips_from_toggles(values, [t.strip() for t in args.toggle.split(",") if t.strip()])
     else:
         good, bad = (_variant(v, args) for v in args.from_diff)
+        for v in (good, bad):
+            placement.adapt(v)
         base = good
-        flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
+        flips = differing(placement.prepare(good).config.values, placement.prepare(bad).config.values)
     with _cluster(args) as cluster:
-        result = sweep.sweep(store, base, flips, metrics, args.mode, args.runs, log=_log, cluster=cluster,
-                             placement=placement)
-    views = {"json": _json, "html": html.sweep_page, "table": attribution.sweep_text}
-    _output(views[args.format](result.to_dict()), None)
+        result = sweep.sweep(store, base, flips, metrics, modes.get(args.mode or placement.default_mode()), args.runs,
+                             log=_log, cluster=cluster, placement=placement)
+    _output(kinds.get("sweep").render(result.to_dict(), args.format), None)
     return 0
 
 
@@ -429,14 +414,14 @@ MIN_THRESHOLD = 0.1   # below this a probe's exact difference is rounding, not t
 def cmd_noise_floor(args: argparse.Namespace) -> int:
     base = _variant(args.base, args)
     options = [o.strip() for o in args.options.split(",") if o.strip()] if args.options else None
-    result = floor.measure(_store(args), base, args.mode, options, log=_log, placement=_placement(args))
+    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=_placement(args))
     path = floor.save(lab.prepare(base), result)
     _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
-    _output(_json(result.to_dict()) if args.format == "json" else floor.text(result), None)
+    _output(kinds.get("noise-floor").render(result.to_dict(), args.format), None)
     return EXIT_OK
 
 
-def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> conclusion.NoiseFloor:
+def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> model.NoiseFloor:
     """--noise-floor FILE, else the floor measured for the first variant's kernels, else none."""
     if args.noise_floor:
         return conclusion.load_floor(Path(args.noise_floor))
@@ -444,7 +429,7 @@ def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> conclusio
         p = lab.prepare(first)
         if p.toolchain is not None and (measured := floor.load_for(p)) is not None:
             return measured.noise_floor()
-    return conclusion.NoiseFloor()
+    return model.NoiseFloor()
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -454,28 +439,29 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if len(metrics) > 1:
         raise LabError("bisect follows one metric; run it once per metric")
     metric = metrics[0]
-    good = _variant(args.good, args)
+    good, bad = _variant(args.good, args), _variant(args.bad, args)
+    for v in (good, bad):
+        placement.adapt(v)
     threshold = args.threshold
     if threshold is None:
-        measured = floor.load_for(lab.prepare(good))
+        measured = floor.load_for(placement.prepare(good))
         # The smallest change that is more than layout noise; 2% where nobody measured it.
         threshold = max(measured.pct.get(metric, 0.0), MIN_THRESHOLD) if measured else DEFAULT_THRESHOLD
         _log(f"threshold {threshold:.2f}%: " + (f"the noise floor of {metric} ({measured.measured})" if measured
                                                 else "no noise floor measured for GOOD's kernels "
                                                      "(kernellab noise-floor measures it)"))
     with _cluster(args) as cluster:
-        bisector = Bisector.for_variants(store, good, _variant(args.bad, args), metric, args.mode, threshold,
+        bisector = Bisector.for_variants(store, good, bad, metric,
+                                         modes.get(args.mode or placement.default_mode()), threshold,
                                          log=_log, max_runs=args.max_runs, cluster=cluster, placement=placement)
         result = bisector.run().to_dict()
-    text = attribution.bisect_text(result)
-    _output(_json(result) if args.format == "json" else html.bisect_page(result, text) if args.format == "html"
-            else text, None)
+    _output(kinds.get("bisect").render(result, args.format), None)
     return 0
 
 
 def cmd_cite(args: argparse.Namespace) -> int:
     from .knowledge import cite, load_rules
-    results = costtable.load_results(Path(args.results))
+    _, results = kinds.load(Path(args.results), expect="results")
     rules = load_rules()
     unknown = sorted(set(args.rule) - {r.id for r in rules})
     if unknown:
@@ -491,28 +477,23 @@ def cmd_cite(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    report = reading.load_json(Path(args.report), "write one with `kernellab compare --format json -o FILE`")
+    """Any result kernellab wrote, by its kind (report/kinds.py); only a compare report is gated."""
+    document = kinds.load_json(Path(args.report))
     rules = _gate_rules(args)
-    # A study's report and a results file render as they are; only a compare report is gated.
-    kind = str(report.get("format")) if isinstance(report, dict) else ""
-    other = {studyreport.STUDY_FORMAT: ("a study's report", studyreport),
-             RESULTS_FORMAT: ("a results file", costtable)}.get(kind)
-    if other is not None:
-        what, view = other
-        if rules:
-            raise LabError(f"{args.report} is {what}; the gate reads a compare report "
-                           "(kernellab compare --format json -o FILE)")
-        readable = view.check_readable(report, args.report, args.format)
-        _output(view.render(readable if args.format == "json" else printable_tree(readable), args.format), args.output)
+    kind = kinds.identify(document, args.report)
+    if rules and not kind.gated:
+        raise LabError(f"{args.report} is {kind.what}; the gate reads a compare report "
+                       "(kernellab compare --format json -o FILE)")
+    kind.check_format(args.format)
+    report = kinds.check_readable(kind, document, args.report)
+    if not kind.gated:
+        _output(kind.render(report, args.format), args.output)
         return 0
-    report = check_readable(report, args.report)
-    if args.format == "results":
-        raise LabError(f"{args.report} is a compare report; --format results writes a study's option costs "
-                       "(kernellab show STUDY.json --format results)")
-    recorded = report.get("noise_floor")
-    noise = (conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor
-             else conclusion.NoiseFloor(recorded["pct"], recorded["origin"]) if recorded else conclusion.NoiseFloor())
-    return _report_and_gate(report, rules, noise, args)
+    # Read as written (the compare kind judges one of an earlier format on reading);
+    # --noise-floor judges every cell again by that floor.
+    if args.noise_floor:
+        model.judge(report, conclusion.load_floor(Path(args.noise_floor)))
+    return _report_and_gate(report, rules, args)
 
 
 def _store_if_any(args: argparse.Namespace) -> Store | None:
@@ -576,9 +557,31 @@ def cmd_study_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workload_list(args: argparse.Namespace) -> int:
+    rows = workload_view.list_rows()
+    if args.format == "json":
+        sys.stdout.write(_json(rows))
+        return 0
+    print("\n".join(workload_view.list_lines(rows)))
+    return 0
+
+
+def cmd_workload_show(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        sys.stdout.write(_json(workloads.describe(workloads.resolve(args.workload))))
+        return 0
+    print("\n".join(workload_view.show_lines(args.workload)))
+    return 0
+
+
+def cmd_workload_check(args: argparse.Namespace) -> int:
+    print("\n".join(workload_view.check_lines(args.file, args.sample)))
+    return 0
+
+
 def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
-    floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else conclusion.NoiseFloor()
+    floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else model.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus)
     placement = _placement(args)
     if args.format == "results" and not how.sweeps():
@@ -587,7 +590,7 @@ def cmd_study_run(args: argparse.Namespace) -> int:
                        "run its full form, or use --format json")
     with _cluster(args) as cluster:
         result = study.run(how, _store(args), log=_log, cluster=cluster, placement=placement)
-    _output(studyreport.render(studyreport.build(result, floor), args.format), args.output)
+    _output(studyreport.STUDY.render(studyreport.build(result, floor), args.format), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
     return 1 if result.failures else 0
@@ -621,8 +624,7 @@ def cmd_size(args: argparse.Namespace) -> int:
                                                       size_symbols.TITLES[s])
                         for k in kernels[1:] for s in size_symbols.SECTIONS), None)
         return EXIT_OK
-    result = size_view.compare(kernels, args.top)
-    _output(_json(result) if args.format == "json" else size_view.text(result), None)
+    _output(kinds.get("size").render(size_view.compare(kernels, args.top), args.format), None)
     return EXIT_OK
 
 
@@ -633,13 +635,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                               placement=placement) for v in (args.a, args.b))
     rows = profiler.changes(a.functions, b.functions, args.top)
     how = profiling.how(args.mode, args.metric, args.repeats)
-    if args.format == "json":
-        _output(_json({"how": how, "metric": args.metric,
-                       "kernels": [{"name": p.name, "run": p.run_id, "ticks": p.hits, "metric_value": p.metric_value}
-                                   for p in (a, b)],
-                       "changes": [{**c.__dict__, "delta": c.delta} for c in rows]}), None)
-    else:
-        _output(profiler.text((a.name, b.name), (a.hits, b.hits), rows, how), None)
+    _output(kinds.get("profile").render(profile_report.body(how, args.metric, (a, b), rows), args.format), None)
     return EXIT_OK
 
 
@@ -763,6 +759,9 @@ def _percent(text: str) -> float:
     return value
 
 
+# Built once per process: it is data (parse_args changes nothing in it), and building it
+# takes about 30 ms, which every in-process main() of the tests paid again.
+@functools.cache
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="kernellab",
                                   description="Build, boot, measure and compare Linux kernel variants.",
@@ -823,7 +822,9 @@ def parser() -> argparse.ArgumentParser:
 
     def mode_opt(p: argparse.ArgumentParser, default: str | None) -> None:
         p.add_argument("--mode", choices=modes.NAMES, default=default,
-                       help=f"timing mode (default {modes.DEFAULT}; see README, 'Timing modes')")
+                       help=f"timing mode (default {default}; see docs/measurement.md)" if default else
+                       f"timing mode (default {modes.DEFAULT} where the target keeps deterministic time, else "
+                       "wall; see docs/measurement.md)")
 
     def runs_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--runs", type=_at_least_one, default=None, help=help)
@@ -861,7 +862,7 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds before a guest counts as hung")
     target_opts(c)
     cluster_opts(c)
-    format_opt(c, *REPORT_FORMATS)
+    format_opt(c, *kinds.get("compare").formats)   # each kind of result's formats: report/kinds.py
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
     c.add_argument("--output", "-o", help="write the report to a file")
     gate_opts(c)
@@ -926,7 +927,7 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--from-diff", nargs=2, metavar=("GOOD", "BAD"),
                     help="flip, on GOOD, each option in which BAD differs")
     metric_opt(sw, "metric(s), comma-separated, e.g. proc.fork_exit")
-    mode_opt(sw, modes.DEFAULT)
+    mode_opt(sw, None)
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
     format_opt(sw, "table", "json", "html")
     variant_opts(sw)
@@ -940,7 +941,7 @@ def parser() -> argparse.ArgumentParser:
     bi.add_argument("--threshold", type=_positive, default=None,
                     help="smallest change that counts, in %% of the lower probe's value (default: the metric's "
                          f"noise floor where measured, else {DEFAULT_THRESHOLD:g})")
-    mode_opt(bi, modes.DEFAULT)
+    mode_opt(bi, None)
     bi.add_argument("--max-runs", type=_at_least_one, default=WALL_MAX_RUNS,
                     help="wall mode: at most this many boots of a probe while its verdict is not yet known "
                          f"(default {WALL_MAX_RUNS}); 'not yet known' is then the answer")
@@ -954,10 +955,10 @@ def parser() -> argparse.ArgumentParser:
     ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
     ci.add_argument("--rule", action="append", default=[], metavar="ID", help="only this rule (repeatable)")
 
-    sh = command("show", "render a saved JSON report (from compare or study run --format json) or a results file "
-                 "(study run --format results: the options ranked by their cost)", cmd_show)
+    sh = command("show", "render any result kernellab wrote as JSON (compare, study run, sweep, bisect, audit, "
+                 "noise-floor, size, profile: --format json; a results file: study run --format results)", cmd_show)
     sh.add_argument("report")
-    format_opt(sh, *REPORT_FORMATS, "results")
+    format_opt(sh, *kinds.formats())
     sh.add_argument("--all", action="store_true")
     sh.add_argument("--output", "-o", help="write the rendering to a file")
     gate_opts(sh)
@@ -995,8 +996,23 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds before a guest counts as hung")
     cluster_opts(sr)
     target_opts(sr, accel="tcg")
-    format_opt(sr, *studyreport.FORMATS)
+    format_opt(sr, *studyreport.STUDY.formats)
     sr.add_argument("--output", "-o", help="write the report to a file")
+
+    wl = sub.add_parser("workload", help="real programs as data files (fio, redis, your own): list, show, check")
+    wl_sub = wl.add_subparsers(dest="workload_command", required=True)
+    wll = command("list", "the workloads kernellab ships: fixed work or timed, packages, what each runs",
+                  cmd_workload_list, wl_sub)
+    format_opt(wll, "table", "json")
+    wls = command("show", "a workload's command, parameters, server, needs and metrics", cmd_workload_show, wl_sub)
+    wls.add_argument("workload", metavar="NAME|FILE",
+                     help="a name of `workload list` or the path of a .toml file, then :key=value,... "
+                          "(fio:bs=1M,rw=read)")
+    format_opt(wls, "table", "json")
+    wlc = command("check", "load a workload file and read the sample outputs it names (or --sample) with its parser",
+                  cmd_workload_check, wl_sub)
+    wlc.add_argument("file", metavar="FILE", help="the workload's .toml file (or a name), then :key=value,...")
+    wlc.add_argument("--sample", metavar="OUTPUT", help="read this output of the program instead of the file's samples")
 
     ca = sub.add_parser("cache", help="what kernellab's cache holds (sources, build trees, artifacts, images) "
                                       "and pruning it")

@@ -1,14 +1,14 @@
 """The regression gate a CI job uses: rules on a comparison report, and which of them the
 measured changes break.
 
-A change counts by the rule the written summaries use (report.conclusion.metric_delta):
-in wall mode only what the statistics call significant, in a deterministic mode the exact
-difference beyond the metric's noise floor and the spread of its repeats. A gated metric
-that was not measured, or cannot be measured on a variant, breaks its rule: a gate that
-cannot see what it guards must not pass; nor does a rule that found nothing to check (a
-report of one variant, a mode in which none of its metrics means anything), nor a figure
-that is not a finite number (a damaged report: NaN compares false with everything, and
-a gate built on comparisons would pass it).
+A change counts as the report's verdict of its cell says (report.model.judge, the one
+place that decides, for every view and this gate alike): a rule is broken only by a
+difference. A gated metric whose cell is not compared (not measured, not available on a
+variant, or not to be believed from what was measured) breaks its rule when the rule
+names it: a gate that cannot see what it guards must not pass; nor does a rule that found
+nothing to check (a report of one variant, a mode in which none of its metrics means
+anything), nor a figure that is not a finite number (a damaged report: NaN compares false
+with everything, and a gate built on comparisons would pass it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 
 from .errors import LabError
 from .metrics.catalog import catalog
-from .report.conclusion import NoiseFloor, metric_delta
+from .report.conclusion import pct_text, verdict_of
+from .report.model import DIFFERENCE, NOT_COMPARED
 
 # METRIC:+PCT (rises by more than PCT %), METRIC:-PCT (falls by more), METRIC:PCT (worse,
 # by the catalog's direction, by more). Nothing else: a rule travels through CI YAML and
@@ -80,13 +81,13 @@ def need_a_comparison(variants: int) -> None:
                        f"{variants}: give at least two variants (or drop --fail-on/--fail-on-regression)")
 
 
-def check(report: dict[str, Any], rules: Sequence[Rule], floor: NoiseFloor) -> list[Check]:
+def check(report: dict[str, Any], rules: Sequence[Rule]) -> list[Check]:
     """Every (rule, metric, variant) the rules gate, each variant against the report's first."""
     names = [v["name"] for v in report["variants"]]
     need_a_comparison(len(names))
     checks: list[Check] = []
     for rule in rules:
-        found = _check_rule(report, rule, floor, names[0], names[1:])
+        found = _check_rule(report, rule, names[0], names[1:])
         if not found:
             found = [Check(rule, rule.metric or "every metric", ", ".join(names[1:]), True,
                            f"nothing to check: no metric it covers was measured meaningfully in {report['mode']} "
@@ -95,66 +96,52 @@ def check(report: dict[str, Any], rules: Sequence[Rule], floor: NoiseFloor) -> l
     return checks
 
 
-def _check_rule(report: dict[str, Any], rule: Rule, floor: NoiseFloor, baseline: str,
-                subjects: Sequence[str]) -> list[Check]:
+def _check_rule(report: dict[str, Any], rule: Rule, baseline: str, subjects: Sequence[str]) -> list[Check]:
     metrics = {m["name"]: m for m in report["metrics"]}
-    arch = report["variants"][0]["arch"]
     checks: list[Check] = []
     gated = [rule.metric] if rule.metric else [n for n, m in metrics.items() if m["valid_in_mode"]]
     for name in gated:
         for subject in subjects:
-            why = _unmeasured(metrics.get(name), report["mode"], (baseline, subject))
-            if why:
-                if rule.metric:   # asked for by name: a gate that cannot see it fails
-                    checks.append(Check(rule, name, subject, True, why))
-                continue
-            # Whatever the rule: a damaged figure is no figure, and NaN passes every comparison.
-            odd = _not_finite(metrics[name], (baseline, subject), floor.of(name))
-            if odd:
-                checks.append(Check(rule, name, subject, True, f"cannot be compared: {odd}"))
-                continue
-            d = metric_delta(report, arch, name, baseline, subject, floor)
-            if d is None:
-                if rule.metric:
-                    checks.append(Check(rule, name, subject, True, "no baseline value to compare with"))
-                continue
-            if d.not_compared:
-                if rule.metric:
-                    checks.append(Check(rule, name, subject, True, f"cannot be compared: {d.not_compared}"))
-                continue
-            if not math.isfinite(d.pct):
-                checks.append(Check(rule, name, subject, True, f"cannot be compared: a change of {d.pct}%"))
-                continue
-            broken = d.counts and rule.breaks(d.pct, d.direction)
-            said = f"{d.pct:+.1f}% ({d.direction})" if d.counts else f"{d.pct:+.1f}%, no difference"
-            checks.append(Check(rule, name, subject, broken, f"{said} against {baseline}; {d.how}"))
+            found = _check_cell(rule, metrics.get(name), name, baseline, subject)
+            if found is not None:
+                checks.append(found)
     return checks
 
 
-def _not_finite(m: dict[str, Any], names: Sequence[str], floor_pct: float) -> str:
+def _check_cell(rule: Rule, m: dict[str, Any] | None, name: str, baseline: str, subject: str) -> Check | None:
+    """The rule on one cell, as its verdict says; None when the rule does not name the metric
+    and the cell has nothing to check."""
+    named = rule.metric is not None   # asked for by name: a gate that cannot see it fails
+    if m is None:
+        return Check(rule, name, subject, True, "not in the report (not measured)") if named else None
+    # Whatever the rule: a damaged figure is no figure, and NaN passes every comparison.
+    odd = _not_finite(m, (baseline, subject))
+    if odd:
+        return Check(rule, name, subject, True, f"cannot be compared: {odd}")
+    v = verdict_of(m, subject)
+    if v is None:
+        why = "not compared: the report holds no verdict for it (write it again with kernellab compare)"
+        return Check(rule, name, subject, True, why) if named else None
+    if v["kind"] == NOT_COMPARED or v["delta_pct"] is None:
+        return Check(rule, name, subject, True, f"not compared: {v['reason']}") if named else None
+    pct = v["delta_pct"]
+    counts = v["kind"] in DIFFERENCE
+    said = f"{pct_text(pct)} ({v['kind']})" if counts else f"{pct_text(pct)}, no difference"
+    return Check(rule, name, subject, counts and rule.breaks(pct, v["kind"]), f"{said} against {baseline}; {v['how']}")
+
+
+def _not_finite(m: dict[str, Any], names: Sequence[str]) -> str:
     """What, of the figures a check compares, is not a finite number ("" when all are)."""
-    figures: list[tuple[str, Any]] = [("the noise floor", floor_pct)]
+    figures: list[tuple[str, Any]] = []
     for n in names:
-        cell = m["values"][n]
+        cell = m["values"].get(n) or {}
         figures += [(f"{key} on {n}", cell.get(key)) for key in ("median", "q1", "q3")]
         figures += [(f"a run median on {n}", x) for x in cell.get("run_medians", [])]
     comparison = m["comparison"].get(names[-1]) or {}
     figures += [(key, comparison.get(key)) for key in ("delta_pct", "ci_low_pct", "ci_high_pct")]
+    v = verdict_of(m, names[-1]) or {}
+    figures += [("the change", v.get("delta_pct")), ("the noise floor", v.get("floor_pct"))]
     for what, value in figures:
         if isinstance(value, (int, float)) and not math.isfinite(value):
             return f"{what} is {value}"
-    return ""
-
-
-def _unmeasured(m: dict[str, Any] | None, mode: str, names: Sequence[str]) -> str:
-    if m is None:
-        return "not in the report (not measured)"
-    if not m["valid_in_mode"]:
-        return f"not measured meaningfully in {mode} mode"
-    for n in names:
-        cell = m["values"].get(n)
-        if not cell:
-            return f"not measured on {n}"
-        if "not_available" in cell:
-            return f"not available on {n}: {cell['not_available']}"
     return ""

@@ -46,7 +46,17 @@ DEFAULT: str = next(m.name for m in all_modes().values() if m.default)
 
 
 def get(name: str) -> Mode:
+    """The mode named `name`: what a command resolves once, at its entry, and passes on."""
     mode = all_modes().get(name)
     if mode is None:
         raise LabError(f"unknown timing mode {name!r}: use one of {', '.join(NAMES)}")
     return mode
+
+
+def default() -> Mode:
+    return get(DEFAULT)
+
+
+def deterministic() -> list[Mode]:
+    """The modes whose reruns are identical."""
+    return [m for m in all_modes().values() if m.deterministic]

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 import labfakes
 from fakes import fake_lab, module_lab, shared_dir
+from faults.lanes import counts
 from kernellab.guest.records import frame
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,9 +221,10 @@ OPTIONS = [
 ]
 
 
+@pytest.mark.parametrize("examples", counts(5, 25))
 @pytest.mark.parametrize("template", OPTIONS, ids=[" ".join(t) for t in OPTIONS])
-def test_every_commands_parser_takes_hostile_values(harness, template):
-    @settings(SETTINGS, max_examples=25)
+def test_every_commands_parser_takes_hostile_values(harness, template, examples):
+    @settings(SETTINGS, max_examples=examples)
     @given(value=values(harness.mark))
     def attempt(value):
         argv = [part.replace("{}", value) for part in template]
@@ -262,8 +264,9 @@ def test_an_empty_or_hostile_source_store_arch_or_cluster_is_refused_before_anyt
 
 # -- every file format ------------------------------------------------------------------------
 
-def test_hostile_reports_through_show_and_the_gate(harness, seeds):
-    @settings(SETTINGS, max_examples=80)
+@pytest.mark.parametrize("examples", counts(16, 80))
+def test_hostile_reports_through_show_and_the_gate(harness, seeds, examples):
+    @settings(SETTINGS, max_examples=examples)
     @given(report=mutated(seeds["report"], harness.mark),
            extra=st.sampled_from([(), ("--format", "html"), ("--format", "junit", "--fail-on", "syscall.null:+5"),
                                   ("--fail-on-regression", "5"), ("--format", "markdown")]))

@@ -24,6 +24,7 @@ import pytest
 from junitparser import JUnitXml
 
 from fakes import module_lab
+from faults.lanes import counts
 from kernellab.cli import main
 from kernellab.errors import LabError
 from kernellab.report.terminal import printable
@@ -99,18 +100,17 @@ def test_a_report_whose_recorded_floor_is_nan_is_refused(env, tmp_path, capsys, 
 
 def test_the_gate_fails_closed_on_a_figure_that_is_not_finite(report):
     from kernellab import gate
-    from kernellab.report.conclusion import NoiseFloor
     null = next(m for m in report["metrics"] if m["name"] == "syscall.null")
     null["values"]["b"]["median"] = math.nan    # as no reader lets through, but a caller might
-    [c] = gate.check(report, [gate.parse_rule("syscall.null:+5")], NoiseFloor())
+    [c] = gate.check(report, [gate.parse_rule("syscall.null:+5")])
     assert c.broken and "median on b is nan" in c.detail
     # and the regression rule, which skips what was not measured, does not skip it
-    checks = gate.check(report, [gate.regression_rule(50)], NoiseFloor())
+    checks = gate.check(report, [gate.regression_rule(50)])
     assert any(c.broken and c.metric == "syscall.null" for c in checks)
 
 
 def test_a_floor_that_is_not_finite_cannot_be_made():
-    from kernellab.report.conclusion import NoiseFloor
+    from kernellab.report.model import NoiseFloor
     for bad in (math.nan, math.inf, -1.0, "5"):
         with pytest.raises(LabError, match="a floor is a finite percentage"):
             NoiseFloor({"syscall.null": bad}, "test")
@@ -232,23 +232,27 @@ def fuzz(tmp_path, capsys, document: dict, formats: list[str], gated: bool, coun
     return codes
 
 
-def test_mutated_reports_are_shown_refused_or_gated_never_a_traceback(env, tmp_path, capsys, report):
-    fuzz(tmp_path, capsys, report, ["table", "markdown", "csv", "json", "junit"], True, MUTATIONS, 29)
+@pytest.mark.parametrize("count", counts(40, MUTATIONS))
+def test_mutated_reports_are_shown_refused_or_gated_never_a_traceback(env, tmp_path, capsys, report, count):
+    fuzz(tmp_path, capsys, report, ["table", "markdown", "csv", "json", "junit"], True, count, 29)
 
 
-def test_mutated_study_reports_are_shown_or_refused(env, tmp_path, capsys, study_made):
+@pytest.mark.parametrize("count", counts(10, MUTATIONS // 4))
+def test_mutated_study_reports_are_shown_or_refused(env, tmp_path, capsys, study_made, count):
     study = json.loads(study_made.read_text())
-    fuzz(tmp_path, capsys, study, ["table", "markdown", "json", "results"], False, MUTATIONS // 4, 5)
+    fuzz(tmp_path, capsys, study, ["table", "markdown", "json", "results"], False, count, 5)
 
 
-def test_mutated_results_files_are_shown_or_refused(env, tmp_path, capsys):
+@pytest.mark.parametrize("count", counts(40, MUTATIONS // 2))
+def test_mutated_results_files_are_shown_or_refused(env, tmp_path, capsys, count):
     results = json.loads((ROOT / "results/debug-cost.json").read_text())
-    fuzz(tmp_path, capsys, results, ["table", "markdown", "json"], False, MUTATIONS // 2, 7)
+    fuzz(tmp_path, capsys, results, ["table", "markdown", "json"], False, count, 7)
 
 
-def test_mutated_reports_as_html(env, tmp_path, capsys, report):
+@pytest.mark.parametrize("count", counts(5, 15))   # a chart takes vl-convert about a second
+def test_mutated_reports_as_html(env, tmp_path, capsys, report, count):
     rng = random.Random(6)
-    for i in range(15):
+    for i in range(count):
         doc = mutate(rng, report)
         code, _, err = show(tmp_path, capsys, doc, "--format", "html", "-o", str(tmp_path / "r.html"))
         assert code in (0, 2), (i, err)

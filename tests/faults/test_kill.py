@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import fake_lab
+from fakes import fake_lab, shared_dir
 
 TESTS = Path(__file__).resolve().parents[1]
 # kernellab as a process of its own, with the x86_64 profile booting the fake QEMU.
@@ -88,8 +88,9 @@ def group_alive(pgid: int) -> bool:
 
 
 @pytest.fixture
-def kl(tmp_path, monkeypatch):
-    return Kernellab(fake_lab(tmp_path, monkeypatch))
+def kl(tmp_path, monkeypatch, request):
+    # The agent binary and the ccache shared with the other fake-lab tests: no gcc run each.
+    return Kernellab(fake_lab(tmp_path, monkeypatch, shared_dir(request)))
 
 
 def agent_samples(lab, run_id: int) -> list[int]:

@@ -68,10 +68,10 @@ class MeasuredAudit:
 
 
 def measure(store: Store, report: AuditReport, found: Applicable, config_path: str, config_text: str,
-            source: str, arch: str, mode: str = modes.DEFAULT, runs: int | None = None,
+            source: str, arch: str, mode: modes.Mode, runs: int | None = None,
             log: Callable[[str], None] = print, placement: Placement | None = None) -> MeasuredAudit:
     start = time.monotonic()
-    runs = runs or modes.get(mode).runs
+    runs = runs or mode.runs
     unmeasured: list[dict[str, str]] = []
     measurable: list[Finding] = []
     for f in found.changes:
@@ -105,14 +105,14 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         raise LabError("audit --measure: no recommended change can be built and measured here "
                        "(see the audit's reasons); nothing was built")
     metrics = sorted({f.rule.metric for f in measurable + at_boot})
-    measured_floor = floor.load_for(prepared) if modes.get(mode).deterministic else None
+    measured_floor = floor.load_for(prepared) if mode.deterministic else None
     floor_pct = measured_floor.pct if measured_floor else {}
     # Tolerant: a metric this kernel cannot measure leaves its rules unmeasured, not the rest.
-    place = placement.for_probes("audit --measure", mode, base) if placement is not None else None
-    prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True, place=place)
+    prober = Prober(store, base, prepared.config.text, metrics, mode, tolerant=True, placement=placement,
+                    command="audit --measure")
     groups = _groups(found, measurable) if measurable else []
     boot_groups = [Group(f"boot {_param(f)}", {}, [f.rule.id]) for f in at_boot]
-    log(f"audit --measure: {kernel}; {len(groups) + len(boot_groups)} variant(s) beside it, {mode} mode, "
+    log(f"audit --measure: {kernel}; {len(groups) + len(boot_groups)} variant(s) beside it, {mode.name} mode, "
         f"{runs} run(s), metrics {', '.join(metrics)}")
     with progress.task("audit --measure", len(groups) + len(boot_groups) + 1, "kernels measured") as bar:
         baseline = prober.probe("as-configured", {}, runs)
@@ -124,7 +124,7 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
         for f, g in zip(at_boot, boot_groups, strict=True):
             # The same kernel, booted with the parameter: its build is reused.
             booted = Prober(store, replace(base, boot_args=[*base.boot_args, _param(f)]), prepared.config.text,
-                            metrics, mode, tolerant=True, place=place)
+                            metrics, mode, tolerant=True, placement=placement, command="audit --measure")
             _record(store, g, baseline, booted.probe(f"audit:{g.name}", {}, runs), metrics, mode, floor_pct)
             prober.boots += booted.boots
             log(f"{g.name}: " + ", ".join(f"{m} {_pct(c)}" for m, c in g.effects.items()))
@@ -155,7 +155,7 @@ def measure(store: Store, report: AuditReport, found: Applicable, config_path: s
                       "flaws": list(f.rule.flaws),
                       "not_affected": vulnerabilities.inactive(own.flaws + every.flaws, list(f.rule.flaws),
                                                                base.boot_words())})
-    return MeasuredAudit(mode, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
+    return MeasuredAudit(mode.name, runs, kernel, metrics, {m: baseline.value(m) for m in metrics if baseline.runs[m]},
                          groups + boot_groups,
                          rules, unmeasured, _floor_origin(measured_floor, mode), prober.builds, prober.boots,
                          time.monotonic() - start)
@@ -202,15 +202,15 @@ def _groups(found: Applicable, measurable: list[Finding]) -> list[Group]:
     return out
 
 
-def _floor_origin(measured: floor.Floor | None, mode: str) -> str:
-    if not modes.get(mode).deterministic:
-        return f"none: in {mode} mode the intervals say what is noise"
+def _floor_origin(measured: floor.Floor | None, mode: modes.Mode) -> str:
+    if not mode.deterministic:
+        return f"none: in {mode.name} mode the intervals say what is noise"
     if measured is None:
         return "none measured for these kernels (`kernellab noise-floor`): every exact difference counts"
     return f"{measured.base}'s ({measured.measured})"
 
 
-def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: str,
+def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list[str], mode: modes.Mode,
             floor_pct: dict[str, float]) -> None:
     g.dropped = [d["option"] for d in probe.dropped]
     g.build_s, g.built = probe.build.wall_s, not probe.build.cached
@@ -219,7 +219,7 @@ def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list
         if not baseline.runs[m] or not probe.runs[m]:
             continue
         g.effects[m] = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                       deterministic=modes.get(mode).deterministic).to_dict()
+                                       deterministic=mode.deterministic).to_dict()
         if m in floor_pct:
             g.effects[m]["floor_pct"] = floor_pct[m]
 

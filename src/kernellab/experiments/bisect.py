@@ -102,7 +102,7 @@ class Bisector:
     do not depend on each other's results (the endpoints; the confirmation of the culprits)
     are asked for together, so that a Dask cluster builds and boots them at once."""
 
-    def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: str = modes.DEFAULT,
+    def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: modes.Mode,
                  threshold_pct: float = 2.0, log: Callable[[str], None] = print,
                  max_runs: int = WALL_MAX_RUNS) -> None:
         self.prober, self.target, self.metric = prober, target, metric
@@ -117,7 +117,7 @@ class Bisector:
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
-                     mode: str = modes.DEFAULT, threshold_pct: float = 2.0,
+                     mode: modes.Mode, threshold_pct: float = 2.0,
                      log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS,
                      cluster: executor.Cluster | None = None, placement: Placement | None = None) -> Bisector:
         if good.source != bad.source or good.arch != bad.arch:
@@ -127,10 +127,11 @@ class Bisector:
                            "and sysctls (compare them with `kernellab compare`)")
         if threshold_pct <= 0:
             raise LabError(f"--threshold must be a positive percentage, got {threshold_pct:g}")
-        good_p, bad_p = lab.prepare(good), lab.prepare(bad)
+        prepare = placement.prepare if placement is not None else lab.prepare   # `running`: the target's
+        good_p, bad_p = prepare(good), prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
-        place = placement.for_probes("bisect", mode, good) if placement is not None else None
-        prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log, place)
+        prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log, placement,
+                                      "bisect")
         return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
 
     def run(self) -> BisectResult:
@@ -161,7 +162,7 @@ class Bisector:
                 interaction = total - below - sum(alone)
             confirmation = self._confirm(good, bad, rest, removed)
         return BisectResult(
-            self.metric, describe(self.metric, "").unit, self.mode, good.value(self.metric),
+            self.metric, describe(self.metric, "").unit, self.mode.name, good.value(self.metric),
             bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,
             self.prober.builds, self.prober.boots, time.monotonic() - start,
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
@@ -289,7 +290,7 @@ class Bisector:
 
         labelled = [(f"{label}@{hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]}", settings)
                     for label, settings in asks]
-        return self.prober.probe_all(labelled, runs=modes.get(self.mode).probe_runs, done=done)
+        return self.prober.probe_all(labelled, runs=self.mode.probe_runs, done=done)
 
     def _applied(self, probe: Probe, option: str) -> bool:
         return probe.config.get(option, "n") == self.target[option]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,18 @@ from ..report import render
 from ..report.model import VariantRecord, build_report, run_medians, samples
 from ..stats import imprecise_metrics
 from ..store import Store
-from ..targets import Target, fsimage
+from ..targets import Capabilities, Target, fsimage
 from ..targets.qemu import extra_device_args
 from ..targets.running import RunningTarget
 from . import lab
 from .placement import Placement
+from .scheduler import BootOne, Scheduler, Threads
 from .spec import Experiment
 
 
 @dataclass(frozen=True)
 class Plan:
-    mode: str
+    mode: modes.Mode
     min_runs: int
     max_runs: int
     options: lab.RunOptions
@@ -47,12 +48,16 @@ class Plan:
     reuse: bool = False
     # The name runs on that target are recorded under (None: any), for reuse.
     target_name: str | None = None
+    # What that target can do: with deterministic time, a deterministic mode's variants
+    # boot side by side (scheduler). Default: QEMU TCG's.
+    capabilities: Capabilities = field(default_factory=lambda: lab.default_site().capabilities)
 
 
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
          timeout_s: float, initcalls: bool = False, placement: Placement | None = None) -> Plan:
     """How to run `exp`: the mode asked for (else the experiment's, else the target's
-    default), the boots per variant, and where (placement; None: QEMU TCG)."""
+    default), resolved here once for the whole command, the boots per variant, and where
+    (placement; None: QEMU TCG)."""
     how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
     if placement is not None:
         placement.check_mode(how.name)
@@ -69,9 +74,10 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls,
                              with_groups=tuple(exp.with_groups))
     if placement is None:
-        return Plan(how.name, min_runs, cap, options)
-    return Plan(how.name, min_runs, cap, options, machine=placement.machine,
-                target=lambda p, build: placement.target(p, build, options), target_name=placement.site.name)
+        return Plan(how, min_runs, cap, options)
+    return Plan(how, min_runs, cap, options, machine=placement.machine,
+                target=lambda p, build: placement.target(p, build, options), target_name=placement.site.name,
+                capabilities=placement.site.capabilities)
 
 
 def _check_machines(exp: Experiment, how: modes.Mode) -> None:
@@ -101,9 +107,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
     error stops the experiment before guest time is spent; except in a deterministic mode,
     where a variant boots as soon as it is built, while the next one builds (its figures
     do not depend on what the host does), and the first variants' table is shown before
-    the last build ends. Runs interleave the variants (A B A B ...) so that a drift of the
-    host affects them alike. In wall mode, runs continue past the minimum while some
-    metric's median is known only to worse than +-3% (see stats)."""
+    the last build ends. Then the runs, round after round (boot_rounds)."""
     names = [v.name for v in exp.variants]
     if len(set(names)) != len(names):
         raise LabError(f"variant names must be unique, got {', '.join(names)}")
@@ -124,16 +128,16 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
 
     def ready(r: VariantRecord) -> None:
         """A variant that can boot: its agent, and the runs the store already has."""
-        initrds[r.prepared.spec.name] = lab.agent_for(r.prepared, _target(how, r))
+        initrds[r.prepared.spec.name] = lab.agent_for(r.prepared, target_of(how, r))
         if how.reuse:
-            r.runs = _earlier_runs(r, store, how, initrds[r.prepared.spec.name])
+            r.runs = earlier_runs(r, store, how, initrds[r.prepared.spec.name])
             if r.runs:
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) of this kernel, measured the same way, "
                     f"taken from the store (runs {', '.join(str(o.run_id) for o in r.runs)})")
 
     # Timed cold builds share the host with nothing: no variant boots while one builds.
     early = (_EarlyRuns(exp, store, how, initrds, failures, log)
-             if modes.get(how.mode).deterministic and len(to_build) > 1 and not exp.cold_builds else None)
+             if how.mode.deterministic and len(to_build) > 1 and not exp.cold_builds else None)
     try:
         with progress.task(f"{exp.name}: builds", len(to_build), "variants") as bar:
             for r in records:
@@ -160,28 +164,21 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
     for r in records:
         if r.prepared.profile.build_only:
             log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
-    planned = sum(max(how.min_runs - len(r.runs), 0) for r in booted)
-    with progress.task(f"{exp.name}: runs", planned, f"boots ({how.mode})") as bar:
-        for i in range(how.max_runs if booted else 0):
-            # Counterbalanced order (A B, B A, ...): whoever boots first in a round has no
-            # systematic advantage from the host's state. A variant that already has this
-            # run (taken from the store, or booted while another built) sits the round out.
-            due = [r for r in booted if len(r.runs) <= i]
-            order = due if i % 2 == 0 else due[::-1]
-            if i >= how.min_runs:
-                planned += len(order)
-                bar.update(total=planned)
-            for r, outcome in zip(order, _one_round(order, store, how, initrds), strict=True):
-                _outcome(r, outcome, how.mode, failures, log)
-                bar.advance()
-            if i + 1 >= how.min_runs:
-                loose = _imprecise(booted, store, how.mode)
-                if not loose:
-                    break
-                # Runs taken from the store may already reach the next round: no run, no word.
-                if i + 1 < how.max_runs and any(len(r.runs) <= i + 1 for r in booted):
-                    log(f"another run: {len(loose)} metric(s) not yet within +-3% ({', '.join(loose[:4])}...)")
-    return build_report(exp.name, exp.description, records, store, how.mode), failures
+    boot_rounds(exp.name, booted, store, how, Threads(how.mode, how.capabilities, store, _boot(how, initrds)),
+                failures, log)
+    return build_report(exp.name, exp.description, records, store, how.mode.name), failures
+
+
+def boot_rounds(name: str, records: list[VariantRecord], store: Store, how: Plan, scheduler: Scheduler[VariantRecord],
+                failures: list[str], log: Callable[[str], None]) -> None:
+    """The variants' runs, in the scheduler's counterbalanced rounds (so that a drift of the
+    host affects them alike), on this machine or a Dask cluster; in wall mode past the
+    minimum while some metric's median is known only to worse than +-3% (stats). Each
+    outcome is recorded, a failed one in `failures` too."""
+    scheduler.run(records, have=lambda r: len(r.runs),
+                  record=lambda r, outcome: _outcome(r, outcome, how.mode, failures, log),
+                  min_runs=how.min_runs, max_runs=how.max_runs, imprecise=lambda: _imprecise(records, store, how.mode),
+                  log=log, label=f"{name}: runs")
 
 
 def _needs_build(r: VariantRecord) -> bool:
@@ -204,10 +201,10 @@ def _build(r: VariantRecord, store: Store, log: Callable[[str], None], cold: boo
         log(f"{name}: {how_built} ({r.build.image.name} {r.build.image_bytes // 1024} KiB)")
 
 
-def _outcome(r: VariantRecord, outcome: lab.RunOutcome, mode: str, failures: list[str],
+def _outcome(r: VariantRecord, outcome: lab.RunOutcome, mode: modes.Mode, failures: list[str],
              log: Callable[[str], None]) -> None:
     r.runs.append(outcome)
-    log(f"{r.prepared.spec.name}: run {len(r.runs)} ({mode}) {outcome.status}, "
+    log(f"{r.prepared.spec.name}: run {len(r.runs)} ({mode.name}) {outcome.status}, "
         f"{outcome.samples} samples" + (f": {outcome.reason}" if outcome.reason else ""))
     if outcome.status != "ok":
         failures.append(f"{r.prepared.spec.name} run {outcome.run_id} {outcome.status}: "
@@ -225,6 +222,7 @@ class _EarlyRuns:
         self.exp, self.store, self.how, self.initrds = exp, store, how, initrds
         self.failures, self.log = failures, log
         self.pool = ThreadPoolExecutor(max_workers=1, initializer=_lowest_priority)
+        self.boot = _boot(how, initrds)
         self.cancellation = lab.Cancellation()
         self.futures: list[Future[None]] = []
         self.measured: list[VariantRecord] = []
@@ -236,13 +234,12 @@ class _EarlyRuns:
         own = Store(self.store.path)   # an SQLite connection belongs to the thread that opened it
         try:
             while len(r.runs) < self.how.min_runs and self.cancellation.reason is None:
-                outcome = lab.run(r.prepared, r.build, own, self.how.options, self.initrds[r.prepared.spec.name],
-                                  _target(self.how, r), self.cancellation)
+                outcome = self.boot(r, own, self.cancellation)
                 _outcome(r, outcome, self.how.mode, self.failures, self.log)
             self.measured.append(r)
             if len(self.measured) == 1:
                 report = build_report(f"{self.exp.name}: first look, while the other variants build",
-                                      self.exp.description, [r], own, self.how.mode)
+                                      self.exp.description, [r], own, self.how.mode.name)
                 self.log("first look (" + r.prepared.spec.name + " measured; the full table follows):\n"
                          + render(report, "table"))
         finally:
@@ -272,11 +269,12 @@ def _lowest_priority() -> None:
     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
-def _earlier_runs(r: VariantRecord, store: Store, how: Plan, initrd: Path) -> list[lab.RunOutcome]:
+def earlier_runs(r: VariantRecord, store: Store, how: Plan, initrd: Path) -> list[lab.RunOutcome]:
+    """Finished runs of the same kernel, measured the same way on the same target, up to the cap."""
     boot = lab.bootable(r.prepared, r.build)   # a prebuilt image's runs are filed under its package
     if boot is None:
         return []
-    ids = lab.on_target(store, store.finished_runs(boot.key, how.mode, how.options.key(initrd, r.prepared.spec)),
+    ids = lab.on_target(store, store.finished_runs(boot.key, how.mode.name, how.options.key(initrd, r.prepared.spec)),
                         how.target_name)[:how.max_runs]
     return [lab.RunOutcome(i, "ok", "", len(store.run_samples(i))) for i in ids]
 
@@ -286,54 +284,28 @@ def _prefixed(log: Callable[[str], None], name: str) -> Callable[[str], None]:
     return lambda message: log(f"{name}: {message}")
 
 
-def _one_round(records: list[VariantRecord], store: Store, how: Plan,
-               initrds: dict[str, Path]) -> list[lab.RunOutcome]:
-    """One run of every variant. In a deterministic mode guest time does not depend on
-    what the host does, so the variants boot side by side, one per core; otherwise they
-    take turns, since each would slow the other down."""
-    def run(r: VariantRecord, on_store: Store, cancellation: lab.Cancellation | None = None) -> lab.RunOutcome:
-        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], _target(how, r),
+def _boot(how: Plan, initrds: dict[str, Path]) -> BootOne[VariantRecord]:
+    """How one run of a variant boots, with the agent it took once (initrds)."""
+    def boot(r: VariantRecord, on_store: Store, cancellation: lab.Cancellation | None) -> lab.RunOutcome:
+        return lab.run(r.prepared, r.build, on_store, how.options, initrds[r.prepared.spec.name], target_of(how, r),
                        cancellation)
-
-    workers = min(len(records), os.cpu_count() or 1)
-    if not modes.get(how.mode).deterministic or workers < 2:
-        return [run(r, store) for r in records]
-
-    cancellation = lab.Cancellation()
-
-    def run_in_thread(r: VariantRecord) -> lab.RunOutcome:
-        own = Store(store.path)  # an SQLite connection belongs to the thread that opened it
-        try:
-            return run(r, own, cancellation)
-        finally:
-            own.close()
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_in_thread, r) for r in records]
-        try:
-            return [f.result() for f in futures]
-        except KeyboardInterrupt as exc:
-            # The signal reached this thread only: stop the runs the workers are reading,
-            # which end as interrupted with what they measured; then stop too.
-            cancellation.cancel(exc.args[0] if exc.args else "Ctrl-C")
-            wait(futures)
-            raise
+    return boot
 
 
-def _target(how: Plan, r: VariantRecord) -> Target:
+def target_of(how: Plan, r: VariantRecord) -> Target:
+    """Where a run of the variant goes: the plan's target, else QEMU TCG."""
     if how.target is not None:
         # A prebuilt image is given as a build: the placement boots a kernel image either way.
         return how.target(r.prepared, lab.bootable(r.prepared, r.build))
     return lab.default_target(r.prepared, r.build, how.options)
 
 
-def _imprecise(records: list[VariantRecord], store: Store, mode: str) -> list[str]:
-    if modes.get(mode).deterministic:
-        return []  # reruns are identical: another one adds nothing
+def _imprecise(records: list[VariantRecord], store: Store, mode: modes.Mode) -> list[str]:
+    """The metrics whose median is not yet known well enough to stop (stats)."""
     by_metric: dict[str, dict[str, list[float]]] = {}
     for r in records:
         for metric, (unit, per_run) in samples(r, store).items():
             info = describe(metric, unit)
-            if info.clock == "guest" and info.source == "agent" and info.valid_in(mode):
+            if info.clock == "guest" and info.source == "agent" and info.valid_in(mode.name):
                 by_metric.setdefault(metric, {})[r.prepared.spec.name] = run_medians(per_run)
     return imprecise_metrics(by_metric)

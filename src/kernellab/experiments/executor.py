@@ -6,9 +6,10 @@ forwards every write to the client over a Dask queue, in batches as the run goes
 client applies them to its SQLite store, mapping the worker's provisional ids to its own.
 A run whose worker is lost mid-boot is recorded as lost, with the samples that reached the
 client; Dask runs the task again elsewhere, and the store keeps each (run, record number)
-once. In icount mode the runs of a round go to the workers at once (guest time does not
-depend on the host); in wall mode every boot runs on one worker, in turn and interleaved, so
-that the comparison stays fair.
+once. The rounds are compare's (scheduler.Scheduler); DaskScheduler runs them on the workers:
+in icount mode the runs of a round go to the workers at once (guest time does not depend on
+the host); in wall mode every boot runs on one worker, in turn, so that the comparison stays
+fair. A worker's writes reach the store by the Store's own write methods (WRITES).
 """
 
 from __future__ import annotations
@@ -17,19 +18,24 @@ import ipaddress
 import pickle
 import threading
 import time
+import typing
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
-from .. import blast, datafile, modes, progress, reaper
+from .. import blast, datafile, progress, reaper
 from .. import build as builder
 from ..build import Build
 from ..errors import LabError, RunLost
+from ..modes import Mode
+from ..report.model import VariantRecord, build_report
 from ..store import Store
-from . import lab, probe
+from ..targets import Capabilities
+from . import compare, lab, probe
+from .scheduler import Scheduler, T
 from .spec import Experiment, VariantSpec
 
 FLUSH_S = 0.5        # how often a worker sends what its run wrote
@@ -92,6 +98,15 @@ def _check_address(address: str) -> None:
 
 # -- on the worker ----------------------------------------------------------------------
 
+# The store's write API, read from the Store itself so that a new write method is forwarded
+# with no more code: its public methods named for a write, each with whether it hands out an
+# id (returns an int: a variant, a run, a log), which is provisional on the worker.
+_WRITE_VERBS = ("add_", "start_", "finish_", "append_", "set_")
+WRITES: dict[str, bool] = {name: typing.get_type_hints(method).get("return") is int
+                           for name, method in vars(Store).items()
+                           if name.startswith(_WRITE_VERBS) and callable(method)}
+
+
 class _Forwarding:
     """The store a worker's run writes to: each write goes to the client, in batches.
     Ids it hands out are provisional (negative); the client maps them to its own."""
@@ -133,32 +148,17 @@ class _Forwarding:
         self.timer.join()
         self.flush()
 
-    def add_variant(self, *args: Any, **kwargs: Any) -> int:
-        return self._call("add_variant", *args, returns=True, **kwargs) or 0
+    def __getattr__(self, name: str) -> Callable[..., int | None]:
+        """The store's write methods (WRITES), each forwarded; nothing else: a worker
+        cannot read the client's store."""
+        if name not in WRITES:
+            raise AttributeError(f"a Dask worker's run only writes to the store: {name} is not one of its "
+                                 f"write methods ({', '.join(WRITES)})")
+        returns = WRITES[name]
 
-    def start_run(self, *args: Any, **kwargs: Any) -> int:
-        return self._call("start_run", *args, returns=True, **kwargs) or 0
-
-    def add_log(self, *args: Any, **kwargs: Any) -> int:
-        return self._call("add_log", *args, returns=True, **kwargs) or 0
-
-    def add_build(self, *args: Any, **kwargs: Any) -> None:
-        self._call("add_build", *args, **kwargs)
-
-    def add_sample(self, *args: Any, **kwargs: Any) -> None:
-        self._call("add_sample", *args, **kwargs)
-
-    def add_unavailable(self, *args: Any, **kwargs: Any) -> None:
-        self._call("add_unavailable", *args, **kwargs)
-
-    def append_log(self, *args: Any, **kwargs: Any) -> None:
-        self._call("append_log", *args, **kwargs)
-
-    def set_target_info(self, *args: Any, **kwargs: Any) -> None:
-        self._call("set_target_info", *args, **kwargs)
-
-    def finish_run(self, *args: Any, **kwargs: Any) -> None:
-        self._call("finish_run", *args, **kwargs)
+        def forward(*args: Any, **kwargs: Any) -> int | None:
+            return self._call(name, *args, returns=returns, **kwargs)
+        return forward
 
 
 def _reap() -> None:
@@ -234,6 +234,8 @@ class Replay:
             return ids.get(value, value) if type(value) is int and value < 0 else value
 
         for method, local, args, kwargs in calls:
+            if method not in WRITES:   # what a worker sends is run on the client's store: writes only
+                raise LabError(f"a Dask worker sent {method!r}, which is not one of the store's write methods")
             result = getattr(self.store, method)(*map(real, args), **{k: real(v) for k, v in kwargs.items()})
             if local is not None:
                 ids[local] = result
@@ -272,17 +274,64 @@ class Replay:
         return out
 
 
-def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
-                   log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
-    """compare's loop with builds and boots on the cluster; `how` is compare's Plan."""
-    from distributed import Queue
+class BootTask(typing.NamedTuple):
+    """What a worker needs to boot one item, and what to call it in messages."""
+    name: str
+    spec: VariantSpec
+    built_on: str | None      # the worker that built its kernel (it has the artifacts)
 
-    from ..report.model import VariantRecord, build_report
-    from .compare import _earlier_runs, _imprecise, _outcome, _target
+
+class DaskScheduler(Scheduler[T]):
+    """Boots on a Dask cluster's workers (scheduler.Scheduler). Side by side, each boot
+    goes preferably to the worker that built its kernel; in turn, every boot goes to one
+    worker, the one that built the first kernel booted, so that the comparison stays fair.
+    The client alone writes the store (Replay)."""
+
+    def __init__(self, mode: Mode, capabilities: Capabilities, cluster: Cluster, replay: Replay,
+                 options: lab.RunOptions, task: Callable[[T], BootTask], log: Callable[[str], None]) -> None:
+        from distributed import Queue
+        super().__init__(mode, capabilities)
+        self.cluster, self.replay, self.options, self.task, self.log = cluster, replay, options, task, log
+        self.queue = Queue(cluster.queue_name, client=cluster.client)
+        self.pinned: list[str] | None = None     # in turn: the one worker that boots
+
+    def boots(self, order: list[T]) -> Iterator[lab.RunOutcome]:
+        tasks = [self.task(x) for x in order]
+        if self.side_by_side:
+            pending = [(t, self._submit(t)) for t in tasks]
+            await_all([f for _, f in pending], self.replay, self.queue)
+            for t, future in pending:
+                yield self._outcome(t, future)
+            return
+        for t in tasks:   # each boot alone on the worker, started when its outcome is asked for
+            if self.pinned is None and t.built_on:
+                self.pinned = [t.built_on]
+            future = self._submit(t)
+            await_all([future], self.replay, self.queue, self.pinned)
+            yield self._outcome(t, future)
+
+    def _submit(self, t: BootTask) -> Any:
+        key = f"run-{uuid.uuid4().hex}"
+        return self.cluster.client.submit(
+            run_task, t.spec, self.options, self.cluster.queue_name, key, shipped(t.spec), pure=False, key=key,
+            workers=self.pinned or ([t.built_on] if t.built_on else None), allow_other_workers=self.pinned is None)
+
+    def _outcome(self, t: BootTask, future: Any) -> lab.RunOutcome:
+        result = future.result()
+        self.replay.drain(self.queue)
+        for run_id in self.replay.lost(future.key, result["token"]):
+            self.log(f"{t.name}: run {run_id} lost with its worker; measured again")
+        return lab.RunOutcome(self.replay.runs[result["token"]], result["status"], result["reason"],
+                              result["samples"])
+
+
+def run_experiment(exp: Experiment, store: Store, how: compare.Plan, cluster: Cluster,
+                   log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
+    """compare with builds and boots on the cluster: the same rounds (compare.boot_rounds)."""
     if exp.cold_builds:
         raise LabError(f"experiment {exp.name} times cold builds, which must all run on one machine: "
                        "run it without --workers/--cluster")
-    client, queue = cluster.client, Queue(cluster.queue_name, client=cluster.client)
+    client = cluster.client
     replay = Replay(store)
     records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]
     for r in records:
@@ -305,44 +354,16 @@ def run_experiment(exp: Experiment, store: Store, how: Any, cluster: Cluster,
             bar.advance()
     if how.reuse:   # a study resumes: runs of the same kernel measured the same way count
         for r in records:
-            r.runs = _earlier_runs(r, store, how, lab.agent_for(r.prepared, _target(how, r)))
+            r.runs = compare.earlier_runs(r, store, how, lab.agent_for(r.prepared, compare.target_of(how, r)))
             if r.runs:
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) taken from the store")
-    deterministic = modes.get(how.mode).deterministic
-    # Wall mode: one worker boots everything, in turn, as the local loop does.
-    pinned = None if deterministic else [next(iter(built_on.values()))]
-    for i in range(how.max_runs):
-        due = [r for r in records if len(r.runs) <= i]
-        order = due if i % 2 == 0 else due[::-1]
-        if deterministic:
-            pending = [(r, _submit_run(client, r, how, cluster, built_on, None)) for r in order]
-        else:
-            pending = []
-            for r in order:   # in turn: each boot alone on the worker
-                pending.append((r, _submit_run(client, r, how, cluster, built_on, pinned)))
-                await_all([pending[-1][1]], replay, queue, pinned)
-        await_all([f for _, f in pending], replay, queue, pinned)
-        for r, future in pending:
-            result = future.result()
-            replay.drain(queue)
-            for run_id in replay.lost(future.key, result["token"]):
-                log(f"{r.prepared.spec.name}: run {run_id} lost with its worker; measured again")
-            outcome = lab.RunOutcome(replay.runs[result["token"]], result["status"], result["reason"],
-                                     result["samples"])
-            _outcome(r, outcome, how.mode, failures, log)
-        if i + 1 >= how.min_runs and not _imprecise(records, store, how.mode):
-            break
-    return build_report(exp.name, exp.description, records, store, how.mode), failures
 
+    def task(r: VariantRecord) -> BootTask:
+        return BootTask(r.prepared.spec.name, r.prepared.spec, built_on[r.prepared.spec.name])
 
-def _submit_run(client: Any, r: Any, how: Any, cluster: Cluster, built_on: dict[str, str],
-                pinned: list[str] | None) -> Any:
-    # The worker that built the variant has its artifacts: preferred, not required.
-    where = pinned or [built_on[r.prepared.spec.name]]
-    key = f"run-{uuid.uuid4().hex}"
-    return client.submit(run_task, r.prepared.spec, how.options, cluster.queue_name, key,
-                         shipped(r.prepared.spec), pure=False,
-                         key=key, workers=where, allow_other_workers=pinned is None)
+    scheduler = DaskScheduler(how.mode, how.capabilities, cluster, replay, how.options, task, log)
+    compare.boot_rounds(exp.name, records, store, how, scheduler, failures, log)
+    return build_report(exp.name, exp.description, records, store, how.mode.name), failures
 
 
 def await_all(futures: list[Any], replay: Replay, queue: Any, pinned: list[str] | None = None) -> None:

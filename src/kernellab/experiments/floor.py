@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -25,7 +24,9 @@ from typing import Any
 from .. import __version__, datafile, modes, paths
 from ..errors import LabError
 from ..metrics.catalog import catalog
+from ..report import kinds
 from ..report.conclusion import NoiseFloor
+from ..report.noisefloor import NOISE_FLOOR
 from ..store import Store
 from . import lab, sweep
 from .placement import Placement
@@ -51,12 +52,12 @@ def neutral_options() -> list[Neutral]:
     return datafile.load(_NeutralFile, datafile.read_toml(path, "metrics/neutral.toml"), "metrics/neutral.toml").option
 
 
-def floor_metrics(mode: str) -> list[str]:
+def floor_metrics(mode: modes.Mode) -> list[str]:
     """What the floor is measured for: every metric a boot measures and the mode can
     believe (sizes and build times are exact facts of the build, not layout noise; the
     opt-in loads run only when asked)."""
     return [m.name for m in catalog().values()
-            if m.clock in ("guest", "count") and m.valid_in(mode) and not m.opt_in
+            if m.clock in ("guest", "count") and m.valid_in(mode.name) and not m.opt_in
             and not m.name.startswith("size.")]
 
 
@@ -88,16 +89,21 @@ class Floor:
         return {"base": self.base, "mode": self.mode, "pct": self.pct, "by": self.by, "flips": self.flips,
                 "measured": self.measured}
 
+    @classmethod
+    def from_dict(cls, floor: dict[str, Any]) -> Floor:
+        """A floor its kind read (report/kinds.py: checked against noise-floor-schema.json)."""
+        return cls(**{name: floor[name] for name in cls.__dataclass_fields__})
+
     def noise_floor(self) -> NoiseFloor:
         return NoiseFloor(self.pct, f"measured: {self.measured}")
 
 
-def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | None = None,
+def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str] | None = None,
             log: Callable[[str], None] = print, placement: Placement | None = None) -> Floor:
-    if not modes.get(mode).deterministic:
-        exact = [n for n in modes.NAMES if modes.get(n).deterministic]
+    if not mode.deterministic:
+        exact = [m.name for m in modes.deterministic()]
         raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
-                       f"in {mode} mode the statistics already say what is noise")
+                       f"in {mode.name} mode the statistics already say what is noise")
     names = [n if n.startswith("CONFIG_") else f"CONFIG_{n}" for n in options or [o.name for o in neutral_options()]]
     if len(names) < MIN_FLIPS:
         raise LabError(f"a noise floor needs at least {MIN_FLIPS} neutral options, got {len(names)}")
@@ -108,8 +114,8 @@ def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | Non
     names = [n for n in names if n not in absent]
     # The metrics this kernel measures (one boot of the base, which the sweep reuses).
     candidates = floor_metrics(mode)
-    place = placement.for_probes("noise-floor", mode, base) if placement is not None else None
-    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True, place=place).probe("baseline", {})
+    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True, placement=placement,
+                  command="noise-floor").probe("baseline", {})
     metrics = [m for m in candidates if seen.runs[m]]
     refused = [f"{n} (not in {base.name}'s config: unknown here, or a dependency is unmet)" for n in absent]
     if len(names) < MIN_FLIPS:
@@ -129,15 +135,15 @@ def measure(store: Store, base: VariantSpec, mode: str, options: list[str] | Non
         if moves:
             pct[m], by[m] = max(moves)
     when = datetime.date.today().isoformat()
-    return Floor(base.name, mode, pct, by, [f.option for f in applied],
-                 f"{len(applied)} neutral options flipped on {base.name} in {mode} mode, kernellab {__version__}, "
+    return Floor(base.name, mode.name, pct, by, [f.option for f in applied],
+                 f"{len(applied)} neutral options flipped on {base.name} in {mode.name} mode, kernellab {__version__}, "
                  f"{when}" + (f"; refused: {', '.join(refused)}" if refused else ""))
 
 
 def save(p: lab.Prepared, floor: Floor) -> Path:
     out = path_for(p)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(floor.to_dict(), indent=1))
+    tmp.write_text(NOISE_FLOOR.dump(floor.to_dict()))
     tmp.replace(out)
     return out
 
@@ -147,17 +153,5 @@ def load_for(p: lab.Prepared) -> Floor | None:
     path = path_for(p)
     if not path.exists():
         return None
-    try:
-        return Floor(**json.loads(path.read_text()))
-    except (ValueError, TypeError):
-        raise LabError(f"{path} is not a noise floor kernellab wrote: delete it and run "
-                       "`kernellab noise-floor` again") from None
+    return Floor.from_dict(kinds.load(path, expect=NOISE_FLOOR.name)[1])
 
-
-def text(floor: Floor) -> str:
-    lines = [f"noise floor of {floor.base} ({floor.measured})",
-             "the largest change a neutral option caused, per metric (a change within it is no difference):"]
-    described = catalog()
-    for m, v in sorted(floor.pct.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {described[m].label:<46} {v:6.2f}%  ({floor.by[m]})")
-    return "\n".join(lines) + "\n"

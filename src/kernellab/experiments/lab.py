@@ -35,7 +35,7 @@ from ..initramfs import agent_initramfs
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Console, Target, TargetOptions, Want
+from ..targets import Console, Site, Target, TargetOptions, Want
 from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB
 from ..targets.registry import Ask, check
@@ -366,9 +366,13 @@ def on_target(store: Store, run_ids: list[int], target: str | None) -> list[int]
     return [i for i in run_ids if (row := store.run(i)) is not None and row["target"] == target]
 
 
+def default_site() -> Site:
+    """Where runs go when the command names no target: QEMU TCG (targets.open("qemu"))."""
+    return targets.open("qemu", TargetOptions(accel="tcg"))
+
+
 def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Target:
-    """Where a run goes when the command names no target: QEMU TCG (targets.open("qemu"))."""
-    site = targets.open("qemu", TargetOptions(accel="tcg"))
+    site = default_site()
     image = build.image if build is not None else None
     return site.target(Want(p.profile, options.mode, image, options.scratch_mib, p.spec.vcpus, p.spec.devices,
                             p.spec.file_system), lambda _: None)

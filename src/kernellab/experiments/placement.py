@@ -17,6 +17,7 @@ from ..targets.kexec import KexecTarget
 from ..targets.machine import running_config_file
 from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
+from . import lab
 from .lab import RUNNING, Prepared, RunOptions, is_running
 from .spec import VariantSpec
 
@@ -59,34 +60,49 @@ class Placement:
     def adapt(self, spec: VariantSpec) -> None:
         """A variant measured on a real machine is of that machine's arch; it asks only for
         what the target can give."""
+        if self.kexec is not None and not is_running(spec):
+            self._check_kexec_base(spec)   # before anything reaches the machine
         if self.machine is not None:
             spec.arch = self.machine.profile.name
         self.require(Ask(variant=spec.name, vcpus=spec.vcpus, fs=spec.fs or None, devices=spec.devices,
                          running=is_running(spec)))
 
     def target(self, p: Prepared, build: Build | None, options: RunOptions) -> Target:
+        return self._place(p, build, options, base_checked=False)
+
+    def _place(self, p: Prepared, build: Build | None, options: RunOptions, base_checked: bool) -> Target:
         self.require(Ask(variant=p.spec.name, built=build is not None, running=build is None))
         if self.kexec is not None and build is not None and p.spec.name not in self._checked:
-            self._check_kexec_variant(p, self.kexec)
+            if not base_checked:
+                self._check_kexec_base(p.spec)
+            self.kexec.check_variant(p.spec.name, p.config.values, module_options(p.source.tree))
             self._checked.add(p.spec.name)
         return self.site.target(Want(p.profile, options.mode, build.image if build is not None else None,
                                      options.scratch_mib, p.spec.vcpus, p.spec.devices, p.spec.file_system),
                                 self.log)
+
     def for_probes(self, command: str, mode: str,
                    base: VariantSpec) -> Callable[[Prepared, Build | None, RunOptions], Target]:
         """Where the probes of `command` (sweep, bisect, noise-floor, profile, audit --measure:
-        built kernels with the agent as init) boot; refused in one line, before anything is
-        built, on a target that cannot."""
+        built kernels) boot; refused in one line, before anything is built, on a target that
+        cannot."""
         self.require(Ask(probes=command, mode=mode, variant=base.name, vcpus=base.vcpus, fs=base.fs or None,
                          devices=base.devices))
-        return self.target
+        if self.kexec is not None:
+            # A probe names its resolved base by file: what makes it safe to kexec is that base
+            # being the remote's own config, checked here once, and each probe's drivers.
+            self._check_kexec_base(base)
+        return lambda p, build, options: self._place(p, build, options, base_checked=True)
 
-    @staticmethod
-    def _check_kexec_variant(p: Prepared, kexec: KexecTarget) -> None:
+    def prepare(self, spec: VariantSpec) -> Prepared:
+        """The variant as it builds for this target: `running` is the target machine's kernel."""
+        return lab.prepare(spec, self.machine)
+
+    def _check_kexec_base(self, spec: VariantSpec) -> None:
         """A kernel kexec'd on a remote must bring back its network and root file system:
-        based on the remote's own config, and keeping the drivers ssh depends on."""
-        if p.spec.base != RUNNING:
-            raise LabError(f"variant {p.spec.name}: booting on {kexec.machine.shell.where} needs a variant based "
-                           f"on `running` (its own config, e.g. {p.spec.name}=running+CHANGES): a kernel without "
+        it starts from the remote's own config (the drivers it keeps are checked per kernel)."""
+        assert self.kexec is not None
+        if spec.base != RUNNING:
+            raise LabError(f"variant {spec.name}: booting on {self.kexec.machine.shell.where} needs a variant based "
+                           f"on `running` (its own config, e.g. {spec.name}=running+CHANGES): a kernel without "
                            "its network and root file system drivers never answers again")
-        kexec.check_variant(p.spec.name, p.config.values, module_options(p.source.tree))

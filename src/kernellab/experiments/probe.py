@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from .. import arches, blast, modes, paths, treepool
@@ -19,8 +20,10 @@ from ..errors import LabError
 from ..metrics.catalog import agent_selector, describe
 from ..stats import ALPHA, compare_samples
 from ..store import Store
-from ..targets import Target
+from ..targets import Capabilities, Target
 from . import lab
+from .placement import Placement
+from .scheduler import Scheduler, Threads
 from .spec import VariantSpec
 
 
@@ -40,6 +43,14 @@ class Probe:
         return statistics.median(self.runs[metric])
 
 
+@dataclass(frozen=True)
+class Due:
+    """A probe to bring up to its runs: its variant, and the agent that measures it."""
+    probe: Probe
+    prepared: lab.Prepared
+    agent: Path
+
+
 @dataclass
 class Prober:
     """Builds and boots probes; counts the builds and boots it really performed."""
@@ -47,20 +58,26 @@ class Prober:
     base: VariantSpec             # source, arch, boot parameters and sysctls of every probe
     base_text: str                # the resolved config every probe starts from
     metrics: list[str]
-    mode: str = modes.DEFAULT
+    mode: modes.Mode = field(default_factory=modes.default)
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
     tolerant: bool = False        # a metric the kernel does not measure is left empty, not an error
     builds: int = 0
     boots: int = 0
     probes: list[Probe] = field(default_factory=list)
-    # Where a probe boots (Placement.target, after the command's --target was checked for
-    # probes); None: QEMU TCG, as lab.run does by default.
-    place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = None
+    # Where probes boot: the command's --target (None: QEMU TCG), checked for the probes of
+    # `command` (sweep, bisect, ...) before anything is built.
+    placement: Placement | None = None
+    command: str = "sweep"
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.metrics if describe(m, "").group == "other"]
         if unknown:
             raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
+        self.place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = (
+            self.placement.for_probes(self.command, self.mode.name, self.base) if self.placement is not None
+            else None)
+        self.capabilities: Capabilities = (self.placement.site.capabilities if self.placement is not None
+                                           else lab.default_site().capabilities)
         self.base_path = base_file(self.base_text)
         agent = list(dict.fromkeys(agent_selector(m) for m in self.metrics if describe(m, "").source == "agent"))
         self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
@@ -68,8 +85,16 @@ class Prober:
         words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
         if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
             words.append(arches.load(self.base.arch).fast_boot_args)
-        self.options = lab.RunOptions(self.mode, self.timeout_s, cmdline_extra=" ".join(w for w in words if w))
+        self.options = lab.RunOptions(self.mode.name, self.timeout_s, cmdline_extra=" ".join(w for w in words if w))
         self._pool: treepool.TreePool | None = None
+
+    @cached_property
+    def scheduler(self) -> Scheduler[Due]:
+        """Probes boot on this machine (one probe at a time asks for its runs)."""
+        def boot(d: Due, store: Store, cancellation: lab.Cancellation | None) -> lab.RunOutcome:
+            return lab.run(d.prepared, d.probe.build, store, self.options, d.agent,
+                           self._target(d.prepared, d.probe.build), cancellation)
+        return Threads(self.mode, self.capabilities, self.store, boot)
 
     def _spec(self, label: str, settings: dict[str, str]) -> VariantSpec:
         options = [f"{name}={value}" for name, value in sorted(settings.items())]
@@ -123,11 +148,11 @@ class Prober:
             self._pool = treepool.TreePool(home, prepared.source.tree, prepared.profile.kernel_arch)
         return self._pool
 
-    def _boot(self, due: list[tuple[Probe, lab.Prepared, Path]]) -> Iterator[lab.RunOutcome]:
-        """One boot per entry, in turn; a probe's failed boot stops the ones after it."""
-        for probe, prepared, initrd in due:
-            target = self.place(prepared, probe.build, self.options) if self.place is not None else None
-            yield lab.run(prepared, probe.build, self.store, self.options, initrd, target)
+    def _target(self, prepared: lab.Prepared, build: Build | None) -> Target:
+        """Where a probe boots: the command's --target, else QEMU TCG."""
+        if self.place is not None:
+            return self.place(prepared, build, self.options)
+        return lab.default_target(prepared, build, self.options)
 
     def radius(self, options: list[str]) -> blast.Radius:
         return radius(self._spec("radius", {}), options)
@@ -143,23 +168,30 @@ class Prober:
         self._complete([(probe, lab.prepare(self._spec(probe.label, probe.requested)))], runs)
 
     def _complete(self, probes: list[tuple[Probe, lab.Prepared]], runs: int) -> None:
-        """Each probe up to `runs` runs: equal runs from the store first, then boots."""
-        due = []
-        for probe, prepared in probes:
-            initrd = lab.initramfs_for(prepared)
-            earlier = self.store.finished_runs(probe.build.key, self.mode, self.options.key(initrd, prepared.spec))
-            reusable = lab.on_target(self.store, earlier, self.place(prepared, probe.build, self.options).name
-                                     if self.place is not None else None)
-            for run_id in reusable[len(probe.run_ids):runs]:
-                self._add_run(probe, run_id)
-            due += [(probe, prepared, initrd)] * (runs - len(probe.run_ids))
-        for (probe, _, _), outcome in zip(due, self._boot(due), strict=False):
-            self.boots += 1
-            probe.boots += 1
-            if outcome.status != "ok":
-                raise LabError(f"probe {probe.label} run {outcome.run_id} {outcome.status}: "
-                               f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
-            self._add_run(probe, outcome.run_id)
+        """Each probe up to `runs` runs: equal runs from the store first, then boots, in the
+        scheduler's rounds; a failed boot stops the boots after it (a probe must measure)."""
+        due = [self._due(probe, prepared, runs) for probe, prepared in probes]
+        self.scheduler.run(due, have=lambda d: len(d.probe.run_ids), record=self._booted, min_runs=runs)
+
+    def _due(self, probe: Probe, prepared: lab.Prepared, runs: int) -> Due:
+        """The probe with the agent its target takes (as compare's variants take theirs:
+        an initramfs, or the program itself), and its equal runs from the store taken."""
+        target = self._target(prepared, probe.build)
+        agent = lab.agent_for(prepared, target)
+        earlier = self.store.finished_runs(probe.build.key, self.mode.name, self.options.key(agent, prepared.spec))
+        # A probe's run is reused only where it was measured (any QEMU run, without --target).
+        reusable = lab.on_target(self.store, earlier, target.name if self.place is not None else None)
+        for run_id in reusable[len(probe.run_ids):runs]:
+            self._add_run(probe, run_id)
+        return Due(probe, prepared, agent)
+
+    def _booted(self, d: Due, outcome: lab.RunOutcome) -> None:
+        self.boots += 1
+        d.probe.boots += 1
+        if outcome.status != "ok":
+            raise LabError(f"probe {d.probe.label} run {outcome.run_id} {outcome.status}: "
+                           f"{outcome.reason} (console log: kernellab log {outcome.run_id})")
+        self._add_run(d.probe, outcome.run_id)
 
     def _add_build_metrics(self, probe: Probe) -> None:
         figures = probe.build.figures()
@@ -210,7 +242,7 @@ class Verdict:
     more_could_decide: bool = False  # UNKNOWN: would more runs (up to the cap) likely settle it
 
 
-def verdict(low: list[float], high: list[float], better: str, mode: str, min_pct: float, max_runs: int,
+def verdict(low: list[float], high: list[float], better: str, mode: modes.Mode, min_pct: float, max_runs: int,
             alpha: float = ALPHA) -> Verdict:
     """Exact in a deterministic mode. In wall mode, in the manner of Chromium's Pinpoint:
     different when the change is significant and at least min_pct; same when the 95%
@@ -219,7 +251,7 @@ def verdict(low: list[float], high: list[float], better: str, mode: str, min_pct
     as 1/sqrt(runs), could still settle it either way by the cap."""
     ref = statistics.median(low)
     pct = 100 * (statistics.median(high) - ref) / abs(ref) if ref else math.inf
-    if modes.get(mode).deterministic:
+    if mode.deterministic:
         kind = DIFFERENT if abs(pct) >= min_pct else SAME
         return Verdict(kind, f"exact: {pct:+.2f}% against a threshold of {min_pct:g}%")
     n = min(len(low), len(high))

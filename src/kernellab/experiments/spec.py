@@ -21,6 +21,7 @@ two variants with one config and different parameters share a build, never a run
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -99,10 +100,10 @@ class VariantSpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "base": self.base, "fragments": self.fragments,
-                "options": self.options, "source": self.source, "arch": self.arch,
-                "boot_args": self.boot_args, "sysctls": self.sysctls, "toolchain": self.toolchain,
-                "vcpus": self.vcpus, "devices": self.devices, **({"fs": self.fs} if self.fs else {})}
+        """The variant's axes as given (its identity in the store): `fs` is left out when
+        unset, as it was before the axis existed, so that older variants keep their identity."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.init and not (f.name == "fs" and self.fs is None)}
 
 
 _SYSCTL_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
@@ -122,25 +123,8 @@ class Experiment:
 
 
 @dataclass(frozen=True)
-class _VariantTable:
-    """A [[variant]] of an experiment file."""
-    name: str
-    base: str
-    fragments: list[str] = field(default_factory=list)
-    options: list[str] = field(default_factory=list)
-    source: str | None = None
-    arch: str | None = None
-    boot_args: list[str] = field(default_factory=list)
-    sysctls: dict[str, str] = field(default_factory=dict)
-    toolchain: str | None = None
-    vcpus: int | None = None
-    devices: int | None = None
-    fs: str | None = None
-
-
-@dataclass(frozen=True)
 class _ExperimentFile:
-    variant: list[_VariantTable]
+    variant: list[dict[str, Any]]   # each a VariantSpec's axes, loaded strictly as one
     name: str | None = None
     description: str = ""
     source: str = DEFAULT_SOURCE
@@ -197,6 +181,26 @@ def _count(part: str, prefix: str, text: str, example: str) -> int:
 _COUNT = re.compile(r"[0-9]{1,9}")
 
 
+@dataclass(frozen=True)
+class _Word:
+    """A `+`-separated word of the short syntax that sets one axis of the variant."""
+    prefix: str
+    axis: str        # the VariantSpec field it sets
+    kind: str        # "list" (appended), "setting" (KEY=VALUE), "text", "count"
+    example: str     # what a bad one should look like, for the error
+
+
+_WORDS = (
+    _Word("CONFIG_", "options", "list", ""),   # kept whole: CONFIG_X=y is the option
+    _Word("boot:", "boot_args", "list", ""),
+    _Word("sysctl:", "sysctls", "setting", "KEY=VALUE (sysctl:vm.swappiness=10)"),
+    _Word("cc:", "toolchain", "text", ""),
+    _Word("vcpus:", "vcpus", "count", "virtual CPUs (vcpus:2)"),
+    _Word("devices:", "devices", "count", "extra devices (devices:100)"),
+    _Word("fs:", "fs", "text", ""),
+)
+
+
 def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARCH) -> VariantSpec:
     head, sep, rest = text.partition("=")
     if sep and "+" not in head and ":" not in head and not head.startswith("CONFIG_") and rest:
@@ -207,31 +211,25 @@ def parse_short(text: str, source: str = DEFAULT_SOURCE, arch: str = DEFAULT_ARC
     if not parts[0] or any(not p for p in parts):
         raise LabError(f"bad variant {text!r}: expected NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE"
                        "+cc:clang")
-    base, fragments, options, boot_args, sysctls = parts[0], [], [], [], {}
-    toolchain, vcpus, devices = toolchains.DEFAULT, None, None
-    fs: str | None = None
+    axes: dict[str, Any] = {"fragments": [], "options": [], "boot_args": [], "sysctls": {}}
     for part in parts[1:]:
-        if part.startswith("CONFIG_"):
-            options.append(part)
-        elif part.startswith("boot:"):
-            boot_args.append(part.removeprefix("boot:"))
-        elif part.startswith("sysctl:"):
-            key, eq, value = part.removeprefix("sysctl:").partition("=")
+        word = next((w for w in _WORDS if part.startswith(w.prefix)), None)
+        if word is None:
+            axes["fragments"].append(part)
+            continue
+        value = part if word.prefix == "CONFIG_" else part.removeprefix(word.prefix)
+        if word.kind == "list":
+            axes[word.axis].append(value)
+        elif word.kind == "setting":
+            key, eq, setting = value.partition("=")
             if not eq:
-                raise LabError(f"bad variant {text!r}: {part!r} needs KEY=VALUE (sysctl:vm.swappiness=10)")
-            sysctls[key] = value
-        elif part.startswith("cc:"):
-            toolchain = part.removeprefix("cc:")
-        elif part.startswith("vcpus:"):
-            vcpus = _count(part, "vcpus:", text, "virtual CPUs (vcpus:2)")
-        elif part.startswith("devices:"):
-            devices = _count(part, "devices:", text, "extra devices (devices:100)")
-        elif part.startswith("fs:"):
-            fs = part.removeprefix("fs:")
+                raise LabError(f"bad variant {text!r}: {part!r} needs {word.example}")
+            axes[word.axis][key] = setting
+        elif word.kind == "count":
+            axes[word.axis] = _count(part, word.prefix, text, word.example)
         else:
-            fragments.append(part)
-    return VariantSpec(name, base, fragments, options, source, arch, boot_args, sysctls, toolchain, vcpus,
-                       devices=devices, fs=fs)
+            axes[word.axis] = value
+    return VariantSpec(name, parts[0], source=source, arch=arch, **axes)
 
 
 def load_experiment(path: Path | None) -> Experiment:
@@ -254,9 +252,8 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
         raise LabError(f"experiment {origin}: unknown mode {exp.mode!r} (modes: {', '.join(modes.NAMES)})")
     if exp.runs is not None and exp.runs < 1:
         raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
-    variants = [VariantSpec(v.name, v.base, v.fragments, v.options, v.source or exp.source,
-                            v.arch or exp.arch, v.boot_args, v.sysctls, v.toolchain or exp.toolchain,
-                            v.vcpus, devices=v.devices, fs=v.fs)
-                for v in exp.variant]
+    inherited = {"source": exp.source, "arch": exp.arch, "toolchain": exp.toolchain}
+    variants = [datafile.load(VariantSpec, {**inherited, **table}, f"experiment {origin}: variant #{i}")
+                for i, table in enumerate(exp.variant, start=1)]
     return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description,
                       check_groups(exp.with_, f"experiment {origin}: with"), exp.cold_builds)

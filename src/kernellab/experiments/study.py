@@ -233,7 +233,7 @@ class StudyPlan:
     study: Study
     arches: list[str]
     quick: bool
-    mode: str | None          # None: the study's, else the target's default
+    mode: str | None          # as asked (None: the study's, else the target's default); compare.plan resolves it
     runs: int | None
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
     vcpus: int | None = None  # every variant booted with this many vCPUs (--vcpus), else each its own
@@ -390,7 +390,7 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
         log(f"study {p.study.name}: {len(kept)} of them named by the rules of {', '.join(s.rules)}; "
             f"the other {left} are not flipped")
         flips = kept
-    mode = p.mode or exp.mode or modes.DEFAULT
+    mode = modes.get(p.mode or exp.mode or modes.DEFAULT)   # as compare.plan resolves it without --target
     result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
     return {**result, "arch": arch, "good": s.good, "bad": s.bad, **chosen}
 

@@ -80,20 +80,19 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 
 
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
-          mode: str = modes.DEFAULT, runs: int | None = None,
+          mode: modes.Mode, runs: int | None = None,
           log: Callable[[str], None] = print, cluster: executor.Cluster | None = None,
           placement: Placement | None = None) -> SweepResult:
     """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once."""
     start = time.monotonic()
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
-    prepared = lab.prepare(base)
+    prepared = placement.prepare(base) if placement is not None else lab.prepare(base)   # `running`: the target's
     if prepared.toolchain is None:
         raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
                        "(running+... builds the running kernel's config)")
-    place = placement.for_probes("sweep", mode, base) if placement is not None else None
-    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, place)
-    runs = runs or modes.get(mode).runs
+    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, placement, "sweep")
+    runs = runs or mode.runs
     baseline = prober.probe("baseline", {}, runs)
     costs = _radii(prober, prepared.config.values, flips)
     order = sorted(flips, key=lambda o: (costs[o], o))
@@ -117,13 +116,13 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
             for m in metrics:
                 c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                    deterministic=modes.get(mode).deterministic)
+                                    deterministic=mode.deterministic)
                 flip.effects[m] = c.to_dict()
             results.append(flip)
             bar.advance()
 
         prober.probe_all([(label, {option: flips[option]}) for label, option in asks.items()], runs, done=flipped)
-    return SweepResult(mode, metrics, {m: baseline.value(m) for m in metrics}, results,
+    return SweepResult(mode.name, metrics, {m: baseline.value(m) for m in metrics}, results,
                        prober.builds, prober.boots, time.monotonic() - start)
 
 

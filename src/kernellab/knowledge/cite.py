@@ -1,6 +1,6 @@
 """kernellab's own measurements as evidence for the rules: from a results file
 (`kernellab study run NAME --format results`, kernellab.report.results; the caller reads
-it with kernellab.report.costtable.load_results), the `[[rule.evidence]]` block each rule
+it with kernellab.report.kinds.load(path, expect="results")), the `[[rule.evidence]]` block each rule
 whose options the file measured can cite, with every figure as the file holds it and how
 it was obtained (mode, runs, kernel, date, version). The blocks are printed for a person
 to paste and annotate: which figure matters for a rule, and why, stays a judgement."""

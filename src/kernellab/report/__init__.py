@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from .model import measured_when, most_vcpus
 
-FORMATS = ("table", "markdown", "json", "csv")
 TOP_INITCALLS = 10
 # Below this many samples a cell shows its range: there are no quartiles to speak of.
 FEW_SAMPLES = 5
@@ -63,26 +61,6 @@ def within_floor(delta_pct: float, floor_pct: float | None) -> str | None:
     if not floor_pct or abs(delta_pct) > floor_pct:
         return None
     return f"within floor ({delta_pct:+.1f}%, floor {floor_pct:.1f}%)"
-
-
-def fmt_delta(metric: dict[str, Any], variant: str, floor_pct: float = 0.0) -> str:
-    d = metric["delta_pct"].get(variant)
-    if d is None:
-        return "-"
-    c = metric["comparison"].get(variant, {})
-    if c.get("ci_low_pct") is None and (within := within_floor(d, floor_pct)):
-        return within
-    text = f"{d:+.1f}%"
-    if c.get("ci_low_pct") is not None:
-        text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"
-    if c.get("significant"):
-        text += "*"
-    return text
-
-
-def floor_of(report: dict[str, Any], metric: str) -> float:
-    """The noise floor the report was judged by, for one metric (0: none)."""
-    return float(report.get("noise_floor", {}).get("pct", {}).get(metric, 0.0))
 
 
 def targets(report: dict[str, Any]) -> list[str]:
@@ -220,8 +198,9 @@ def shown_metrics(report: dict[str, Any], show_all: bool) -> list[dict[str, Any]
 
 
 def render(report: dict[str, Any], fmt: str, show_all: bool = False) -> str:
-    if fmt == "json":
-        return json.dumps(report, indent=2)
+    if fmt == "json":   # as every result is written: with its kind and version (report/kinds.py)
+        from .compare import COMPARE
+        return COMPARE.dump(report)
     if fmt == "csv":
         return _csv(report)
     if fmt == "markdown":
@@ -231,66 +210,34 @@ def render(report: dict[str, Any], fmt: str, show_all: bool = False) -> str:
 
 
 def _csv(report: dict[str, Any]) -> str:
+    """One row per metric and variant; verdict and reason: the cell's verdict as the report
+    holds it (report.model.judge), empty for the first variant."""
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["metric", "unit", "better", "mode", "valid_in_mode", "variant", "median", "n", "q1", "q3",
-                "min", "max", "not_available", "delta_pct", "ci_low_pct", "ci_high_pct", "p_adjusted", "significant"])
+                "min", "max", "not_available", "delta_pct", "ci_low_pct", "ci_high_pct", "p_adjusted", "significant",
+                "verdict", "reason"])
     for m in report["metrics"]:
         for variant, v in m["values"].items():
             c = m["comparison"].get(variant, {})
+            said = m.get("verdict", {}).get(variant, {})
             w.writerow([m["name"], m["unit"], m["better"], report["mode"], m["valid_in_mode"], variant,
                         v.get("median", ""), v.get("n", ""), v.get("q1", ""), v.get("q3", ""), v.get("min", ""),
                         v.get("max", ""), v.get("not_available", ""), m["delta_pct"].get(variant, ""),
                         c.get("ci_low_pct", ""), c.get("ci_high_pct", ""), c.get("adjusted_p", ""),
-                        c.get("significant", "")])
+                        c.get("significant", ""), said.get("kind", ""), said.get("reason", "")])
     return out.getvalue()
 
 
 def _markdown(report: dict[str, Any], show_all: bool) -> str:
+    # conclusion reads this package's views (shown_metrics): imported here, not at the top.
+    from .conclusion import DELTA_LEGEND, delta_text, summary
     names = [v["name"] for v in report["variants"]]
     lines = [f"### {report['experiment']}", ""] + [f"- {h}" for h in header_lines(report)] + [""]
     head = ["metric", "unit"] + names + [f"Δ {n}" for n in names[1:]]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
-    for m in shown_metrics(report, show_all):
-        cells = [m["label"], m["unit"]] + [fmt_cell(m["values"].get(n), m["unit"]) for n in names]
-        cells += [fmt_delta(m, n, floor_of(report, m["name"])) for n in names[1:]]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [""] + footer_lines(report) + ["", summary(report)]
+    rows = [[m["label"], m["unit"], *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
+             *(delta_text(m, n) for n in names[1:])] for m in shown_metrics(report, show_all)]
+    lines += md_table(head, rows, left=2)
+    legend = [DELTA_LEGEND] if len(names) > 1 else []
+    lines += [""] + legend + footer_lines(report) + ["", summary(report)]
     return "\n".join(lines) + "\n"
-
-
-def summary(report: dict[str, Any], threshold_pct: float = 5.0) -> str:
-    """A written summary in the manner of the seed studies: the changes that matter.
-    In wall mode only significant changes count; in icount mode the differences are
-    exact, and those of at least threshold_pct are named."""
-    parts = []
-    for headline, groups in summary_parts(report, threshold_pct):
-        parts.append(f"{headline} - {'; '.join(groups)}." if groups else headline)
-    return "\n".join(parts)
-
-
-def summary_parts(report: dict[str, Any], threshold_pct: float = 5.0) -> list[tuple[str, list[str]]]:
-    """The summary's structure: per variant, a headline and one phrase per metric group
-    ("syscalls: fstat +2289% (worse), ...")."""
-    names = [v["name"] for v in report["variants"]]
-    parts: list[tuple[str, list[str]]] = []
-    for other in names[1:]:
-        big = []
-        for m in shown_metrics(report, show_all=False):
-            c = m["comparison"].get(other)
-            if c is None or c["delta_pct"] is None or m["clock"] == "host":
-                continue
-            if not c["testable"] and abs(c["delta_pct"]) <= floor_of(report, m["name"]):
-                continue
-            if c["significant"] if c["testable"] else abs(c["delta_pct"]) >= threshold_pct:
-                big.append((m, c))
-        if not big:
-            parts.append((f"{other}: no change of note against {names[0]}.", []))
-            continue
-        by_group: dict[str, list[str]] = {}
-        for m, c in sorted(big, key=lambda mc: -abs(mc[1]["delta_pct"])):
-            by_group.setdefault(m["group"], []).append(f"{m['label']} {c['delta_pct']:+.0f}% ({c['direction']})")
-        parts.append((f"{other} vs {names[0]} ({report['mode']} mode)",
-                      [f"{g}: {', '.join(items[:4])}" for g, items in by_group.items()]))
-    return parts

@@ -1,5 +1,7 @@
-"""The terminal view of `kernellab audit`: a `config.audit.AuditReport` as one row per
-option a rule names, then the rule verdicts per rule category."""
+"""`kernellab audit`'s result as a kind of result (report/kinds.py): the findings of a
+`config.audit.AuditReport` and what `--measure` measured, as data; as text, one row per
+option a rule names, then the rule verdicts per rule category, then the measured effects.
+Its HTML page is html.audit_page."""
 
 from __future__ import annotations
 
@@ -8,21 +10,30 @@ from typing import Any
 from .. import modes
 from ..config.audit import VERDICTS, AuditReport
 from ..guest import vulnerabilities
-from . import within_floor
+from . import kinds, within_floor
 
 
-def render_table(report: AuditReport) -> str:
-    lines = [f"audit of {report.config} for profile {report.profile} ({report.where})", ""]
-    if not report.findings:
+def body(report: AuditReport, measured: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The audit as written: what was audited, the findings, and what --measure measured."""
+    return {"config": report.config, "profile": report.profile, "where": report.where, "findings": report.to_json(),
+            # rule verdicts per rule category, and "total"
+            "totals": {category: dict(counts) for category, counts in report.totals().items()},
+            **({"measured": measured} if measured else {})}
+
+
+def render_table(audit: dict[str, Any]) -> str:
+    findings = audit["findings"]
+    lines = [f"audit of {audit['config']} for profile {audit['profile']} ({audit['where']})", ""]
+    if not findings:
         return "\n".join(lines + ["no rule audits this profile"]) + "\n"
-    rw = max(len(f.rule.id) for f in report.findings)
-    ow = max(len(f.option) for f in report.findings)
+    rw = max(len(f["rule"]) for f in findings)
+    ow = max(len(f["option"]) for f in findings)
     lines.append(f"{'rule':<{rw}}  {'option':<{ow}}  {'current':>8}  {'expected':<10}  {'verdict':<7}  reason")
-    for f in report.findings:
-        expected = f.target if f.verdict in ("change", "boot") else "|".join(f.expected)
-        lines.append(f"{f.rule.id:<{rw}}  {f.option:<{ow}}  {_shown(f.current):>8}  {expected:<10}  "
-                     f"{f.verdict:<7}  {f.reason}".rstrip())
-    lines += ["", _totals_table(report)]
+    for f in findings:
+        expected = f["recommended"] if f["verdict"] in ("change", "boot") else "|".join(f["expected"])
+        lines.append(f"{f['rule']:<{rw}}  {f['option']:<{ow}}  {_shown(f['current']):>8}  {expected:<10}  "
+                     f"{f['verdict']:<7}  {f['reason']}".rstrip())
+    lines += ["", _totals_table(audit["totals"])]
     return "\n".join(lines)
 
 
@@ -30,13 +41,12 @@ def _shown(value: str | None) -> str:
     return "-" if value is None else value
 
 
-def _totals_table(report: AuditReport) -> str:
-    totals = report.totals()
+def _totals_table(totals: dict[str, dict[str, int]]) -> str:
     title = "rules per category"
     width = max(len(title), *(len(c) for c in totals))
     rows = [f"{title:<{width}}  " + "  ".join(f"{v:>6}" for v in VERDICTS) + "   rules"]
     for cat, counts in totals.items():
-        rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts[v]:>6}" for v in VERDICTS)
+        rows.append(f"{cat:<{width}}  " + "  ".join(f"{counts.get(v, 0):>6}" for v in VERDICTS)
                     + f"  {sum(counts.values()):>6}")
     return "\n".join(rows) + "\n"
 
@@ -84,3 +94,18 @@ def effect_text(c: dict[str, Any] | None) -> str:
     word = "" if c["direction"] in ("same", "") else f" {c['direction']}"
     # Exact (icount) changes far below a percent still show their size, never "-0.00%".
     return f"{d:+.2f}%{interval}{word}" if abs(d) >= 0.01 or d == 0 else f"{d:+.1e}%{interval}{word}"
+
+
+def _text(audit: dict[str, Any], view: kinds.View) -> str:
+    return render_table(audit) + (render_measured(audit["measured"]) if audit.get("measured") else "")
+
+
+def _html(audit: dict[str, Any], view: kinds.View) -> str:
+    from . import html  # the charting libraries load only for an HTML page
+    return html.audit_page(audit["findings"], audit["config"], audit["profile"], audit.get("measured"))
+
+
+AUDIT = kinds.register(kinds.Kind(
+    name="audit", tag="kernellab-audit", what="an audit", version=1, readable=(1,), schema="audit-schema.json",
+    rewrite="write it again with `kernellab audit CONFIG --profile PROFILE --format json`",
+    renderers={"table": _text, "html": _html}, formats=("table", "json", "html")))

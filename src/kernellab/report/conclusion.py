@@ -1,46 +1,25 @@
-"""The written summary of a study, from its measured deltas, in the manner of the
-management summary of the seed 001_1761d257574c0e1b.txt ("2.6 takes 30...40% longer to
-compile"): one line per headline, the range across arches, "better" or "worse" from the
-catalog's direction, and how each figure was obtained.
-
-What counts as a difference: in a deterministic mode (icount) the delta is exact, and it
-counts when it is larger than the metric's noise floor (the change that code which never
-runs on the metric's path causes through memory layout; zero until measured) and than
-the spread of the repeats within the run (a path that takes two lengths at random is
-reproducible but unsettled); in wall mode only a change the statistics call significant
-counts. Anything else is said to be no difference, never given a direction.
+"""The written summaries, from the verdicts the report holds (report.model.judge): a
+compare report's (one headline per variant, its differences by metric group, and what
+was not compared) and a study's, in the manner of the management summary of the seed
+001_1761d257574c0e1b.txt ("2.6 takes 30...40% longer to compile"): one line per
+headline, the range across arches, "better" or "worse" from the verdict, and how each
+figure was obtained. What counts as a difference is the verdict's, never decided here:
+see report.model for the rule.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import datafile, modes
+from .. import datafile
 from ..errors import LabError
 from ..metrics.catalog import catalog
-from ..stats import compare_all
-
-
-@dataclass(frozen=True)
-class NoiseFloor:
-    """metric -> the largest change, in %, that counts as no difference."""
-    pct: Mapping[str, float] = field(default_factory=dict)
-    origin: str = "none given: every exact difference counts"
-
-    def __post_init__(self) -> None:
-        # Wherever a floor comes from (a TOML file, a report's own record): NaN would
-        # make every change "within the floor", and a gate pass what it must not.
-        for metric, pct in self.pct.items():
-            if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct < math.inf:
-                raise LabError(f"noise floor {self.origin}: {metric} = {pct!r}: a floor is a finite percentage, "
-                               "0 or more: fix or remeasure it (kernellab noise-floor)")
-
-    def of(self, metric: str) -> float:
-        return self.pct.get(metric, 0.0)
+from . import shown_metrics
+from .model import DIFFERENCE, NOT_COMPARED, NoiseFloor, compare_variants, verdict
 
 
 @dataclass(frozen=True)
@@ -63,111 +42,47 @@ def load_floor(path: Path) -> NoiseFloor:
 
 @dataclass(frozen=True)
 class Delta:
-    """One metric, one arch: the subject against the baseline."""
+    """One metric, one arch: the subject against the baseline, as its verdict says."""
     arch: str
     metric: str
     label: str
     pct: float
-    direction: str         # better / worse / same (from the catalog's direction)
-    counts: bool           # a difference, by the rule of the module docstring
+    direction: str         # better / worse, or same when it is no difference
+    counts: bool           # a difference (the verdict's kind is better or worse)
     how: str               # mode, runs, spread
     not_compared: str = ""  # why a difference of it is not to be believed (ccache hits)
 
 
 def metric_delta(report: dict[str, Any], arch: str, metric: str, baseline: str, subject: str,
                  floor: NoiseFloor, others: Mapping[str, dict[str, Any]] | None = None) -> Delta | None:
-    """The subject's change against the baseline in one arch's compare report; None when
-    either side did not measure it. Against the report's first variant the report's own
-    comparison judges it; against another, `others` (metric -> comparison, from
-    `comparisons`)."""
+    """The subject's change against the baseline in one arch's compare report, as its
+    verdict says; None when either side did not measure it. Against the report's first
+    variant the verdict is the report's own; against another, the same rule (model.verdict)
+    judges `others` (metric -> comparison, from `comparisons`) by `floor`."""
     m = next((x for x in report["metrics"] if x["name"] == metric), None)
     if m is None or not m["valid_in_mode"]:
         return None   # not measured, or meaningless in this mode (memory bandwidth under icount)
     a, b = m["values"].get(baseline, {}), m["values"].get(subject, {})
     if "median" not in a or "median" not in b or not a["median"]:
         return None
-    first = report["variants"][0]["name"] == baseline
-    c = m["comparison"].get(subject) if first else (others or {}).get(metric)
-    if c is not None and c["testable"]:
-        counts = bool(c["significant"])
-        how = (f"{report['mode']}, {len(a['run_medians'])}+{len(b['run_medians'])} runs, "
-               f"95% CI [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%")
-        pct, direction = c["delta_pct"], c["direction"]
+    if report["variants"][0]["name"] == baseline:
+        v = m.get("verdict", {}).get(subject)
     else:
-        pct = 100 * (b["median"] - a["median"]) / a["median"]
-        direction = "same" if pct == 0 else ("worse" if (pct > 0) == (m["better"] == "lower") else "better")
-        spread = max(_spread(a), _spread(b))
-        why = _unbelieved(m, report, (baseline, subject))
-        counts = abs(pct) > max(floor.of(metric), spread) and not why
-        how = _exact_how(m, report["mode"], len(b["run_medians"]))
-        if spread >= 1:
-            # The repeats of one run disagree (a bimodal path: two layouts, a timer that
-            # sometimes fires): the median is reproducible, yet a change smaller than that
-            # spread is not an effect.
-            how += f", repeats spread ±{spread:.0f}%"
-        if why:
-            return Delta(arch, metric, m["label"], pct, "same", False, how, why)
-    return Delta(arch, metric, m["label"], pct, direction if counts else "same", counts, how)
+        v = verdict(m, baseline, subject, (others or {}).get(metric), report["mode"], floor.of(metric),
+                    report["variants"])
+    if v is None or v["delta_pct"] is None:
+        return None
+    counts = v["kind"] in DIFFERENCE
+    return Delta(arch, metric, m["label"], v["delta_pct"], v["kind"] if counts else "same", counts, v["how"],
+                 v["reason"] if v["kind"] == NOT_COMPARED else "")
 
 
 def comparisons(report: dict[str, Any], metrics: Sequence[str], baseline: str,
                 subject: str) -> dict[str, dict[str, Any]]:
     """Two variants of a report compared on some metrics as the report compares each variant
-    with its first one (the same test, the correction for many metrics over these)."""
-    pairs = {}
-    for m in report["metrics"]:
-        a, b = m["values"].get(baseline, {}), m["values"].get(subject, {})
-        if m["name"] in metrics and m["valid_in_mode"] and "run_medians" in a and "run_medians" in b:
-            pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
-    results = compare_all(pairs, deterministic=modes.get(report["mode"]).deterministic)
+    with its first one (the same tests, the correction for many metrics over these)."""
+    results = compare_variants(report["metrics"], baseline, subject, report["mode"], only=metrics)
     return {name: c.to_dict() for name, c in results.items()}
-
-
-def _spread(cell: dict[str, Any]) -> float:
-    """Half the interquartile range of a cell's samples, in % of its median."""
-    if cell.get("q1") is None or not cell.get("median"):
-        return 0.0
-    return float(50 * (cell["q3"] - cell["q1"]) / abs(cell["median"]))
-
-
-def _unbelieved(m: dict[str, Any], report: dict[str, Any], names: Sequence[str]) -> str:
-    """Why a single difference of this metric is not to be believed ("" when it is).
-    Sizes and the kernel's counts are exact, and so is a guest-clock figure in a
-    deterministic mode. A build time is one build: believed only when every build compiled
-    from scratch, in a tree of its own and without ccache hits (which would time the cache,
-    not the compiler): an experiment with cold_builds makes them so. Host-clock figures of
-    one run never are."""
-    if m["clock"] == "count" or m["name"].startswith("size."):
-        return ""
-    if m["clock"] == "build":
-        built = [v for v in report["variants"] if v["name"] in names]
-        if all((v.get("build") or {}).get("cold") for v in built):
-            return ""
-        # Variants of one source and compiler share a build tree: the later build is incremental.
-        trees = {(v["source"], v["arch"], (v.get("build") or {}).get("compiler")) for v in built}
-        if len(trees) < len(built):
-            return "incremental builds in one build tree"
-        return "" if all(_cold(v) for v in built) else "ccache hits"
-    if m["clock"] == "guest" and modes.get(report["mode"]).deterministic:
-        return ""
-    return "one run of a host-clock figure"
-
-
-def _cold(variant: dict[str, Any]) -> bool:
-    """Compiled from scratch: few ccache hits. (A build reused from the cache keeps the
-    times of the build that made it.)"""
-    b = variant.get("build")
-    return b is not None and (b.get("ccache_hit_pct") or 0) < 5
-
-
-def _exact_how(m: dict[str, Any], mode: str, runs: int) -> str:
-    if m["clock"] == "build":
-        return "one cold build each" if m["name"].startswith("build.") else "from the build"
-    if m["clock"] == "count":
-        return f"the kernel's count, {runs} run{'s' if runs != 1 else ''}"
-    if m["clock"] == "host":
-        return f"host clock, {runs} run{'s' if runs != 1 else ''}"
-    return f"{mode}, {runs} run{'s' if runs != 1 else ''}, exact"
 
 
 def pct_range(values: Sequence[float]) -> str:
@@ -237,7 +152,9 @@ def line(says: str, deltas: Sequence[Delta], subject: str, baseline: str) -> str
 def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline: str, subject: str,
           floor: NoiseFloor) -> list[str]:
     """The summary lines of a study: one per item (`says`, `metrics`, and optionally its
-    own `subject` and `against`, the variant it is compared with)."""
+    own `subject` and `against`, the variant it is compared with), from each arch's report
+    as judged by the study's floor (studyreport.build: model.judge); `floor` judges only
+    the comparisons against a variant other than the first, which the reports do not hold."""
     out = []
     for item in items:
         who, base = item.subject or subject, item.against or baseline
@@ -252,6 +169,91 @@ def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline:
                        if (d := metric_delta(report, arch, m, base, who, floor, others)) is not None]
         out.append(line(item.says, deltas, who, base))
     return out
+
+
+# -- a compare report's written summary and its cells' words ----------------------------
+
+SUMMARY_ITEMS = 4   # differences named per metric group; the rest are counted
+
+
+def verdict_of(m: dict[str, Any], variant: str) -> dict[str, Any] | None:
+    """The cell's verdict as the report holds it (None: the report has none for it)."""
+    v: dict[str, Any] | None = m.get("verdict", {}).get(variant)
+    return v
+
+
+def pct_text(pct: float, digits: int = 1) -> str:
+    """A change in %, signed; one too small for `digits` that is not zero keeps its first
+    significant digits, so that a difference never reads as +0.0%."""
+    text = f"{pct:+.{digits}f}%"
+    if pct and float(text[:-1]) == 0:
+        places = -math.floor(math.log10(abs(pct))) + 1
+        text = f"{pct:+.{places}f}%"
+    return text
+
+
+def delta_text(m: dict[str, Any], variant: str) -> str:
+    """A cell's Δ as the tables show it, its verdict in plain text: * a difference (better
+    or worse by the metric's direction), (Δ) not compared, no mark no difference; a change
+    within the noise floor said so; in wall mode the 95% interval."""
+    v = verdict_of(m, variant)
+    if v is None or v["delta_pct"] is None:
+        return "-"
+    d = v["delta_pct"]
+    if "floor_pct" in v:
+        return f"within floor ({d:+.1f}%, floor {v['floor_pct']:.1f}%)"
+    c = m["comparison"].get(variant) or {}
+    text = pct_text(d)
+    if c.get("testable") and c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None:
+        text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"
+    if v["kind"] in DIFFERENCE:
+        return text + "*"
+    return f"({text})" if v["kind"] == NOT_COMPARED else text
+
+
+DELTA_LEGEND = ("Δ: * marks a difference (its verdict: better or worse by the metric's direction), (Δ) a change "
+                "not compared (why: in the summary), no mark no difference")
+
+
+def summary(report: dict[str, Any]) -> str:
+    """A compare report's written summary, in the manner of the seed studies: per variant,
+    its differences by metric group, biggest first, and what was not compared and why."""
+    return "\n".join(f"{headline} - {'; '.join(groups)}." if groups else f"{headline}."
+                     for headline, groups in summary_parts(report))
+
+
+def summary_parts(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The summary's structure: per variant, a headline and one phrase per metric group
+    ("syscalls: fstat +2289% (worse), ..."), then "not compared: ..." when some were."""
+    names = [v["name"] for v in report["variants"]]
+    parts: list[tuple[str, list[str]]] = []
+    for other in names[1:]:
+        changed: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        unsure: dict[str, list[str]] = {}
+        for m in shown_metrics(report, show_all=False):
+            v = verdict_of(m, other)
+            if v is None:
+                continue
+            if v["kind"] in DIFFERENCE:
+                changed.setdefault(m["group"], []).append((m, v))
+            elif v["kind"] == NOT_COMPARED and v["delta_pct"] is not None:   # measured on both sides
+                unsure.setdefault(v["reason"], []).append(m["label"])
+        groups = [_group_phrase(group, cells) for group, cells in
+                  sorted(changed.items(), key=lambda gc: -max(abs(v["delta_pct"]) for _, v in gc[1]))]
+        if unsure:
+            said = [f"{', '.join(labels)} ({why})" for why, labels in unsure.items()]
+            groups.append("not compared: " + "; ".join(said))
+        headline = (f"{other} vs {names[0]} ({report['mode']} mode)" if changed
+                    else f"{other}: no change of note against {names[0]}")
+        parts.append((headline, groups))
+    return parts
+
+
+def _group_phrase(group: str, cells: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    ordered = sorted(cells, key=lambda mv: -abs(mv[1]["delta_pct"]))
+    named = [f"{m['label']} {pct_text(v['delta_pct'], 0)} ({v['kind']})" for m, v in ordered[:SUMMARY_ITEMS]]
+    more = len(ordered) - SUMMARY_ITEMS
+    return f"{group}: {', '.join(named)}" + (f" and {more} more" if more > 0 else "")
 
 
 def split(report: dict[str, Any], metric: str, from_: str, via: str, to: str) -> dict[str, Any] | None:

@@ -2,49 +2,25 @@
 the options switched alone, largest change first, each metric's change in its own column,
 and what the row needs said beside its figures (what olddefconfig brought along, a
 mitigation the emulated CPU never ran); the options that could not be set alone after
-the table. Every sweep's heading says how its figures were obtained."""
+the table. Every sweep's heading says how its figures were obtained. The results file is
+a kind of result (RESULTS, report/kinds.py); report/results.py writes one from a study."""
 
 from __future__ import annotations
 
 import io
-import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import LabError
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import fmt_value, md_table, reading
-from .results import RESULTS_FORMAT, RESULTS_FORMAT_VERSION
+from . import fmt_value, kinds, md_table
 
-FORMATS = ("table", "markdown", "json")
 # An option that brings this many others along is named with the first few: the rest
 # are in the file.
 WITH_SHOWN = 3
-
-
-def load_results(path: Path) -> dict[str, Any]:
-    """A results file, read as `show` reads one: finite numbers, checked against its schema."""
-    how = "write one with `kernellab study run NAME --format results -o FILE`"
-    data = reading.load_json(path, how)
-    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise LabError(f"{path}: not a {RESULTS_FORMAT} file; {how}")
-    return check_readable(data, str(path), "table")
-
-
-def check_readable(results: dict[str, Any], origin: str, fmt: str) -> dict[str, Any]:
-    if results.get("format_version") != RESULTS_FORMAT_VERSION:
-        raise LabError(f"{origin} is {RESULTS_FORMAT} format {results.get('format_version')}; this kernellab reads "
-                       f"{RESULTS_FORMAT_VERSION}: write it again with `kernellab show STUDY.json --format results`")
-    if fmt not in FORMATS:
-        raise LabError(f"a results file renders as {', '.join(FORMATS)}, not {fmt}")
-    reading.check_schema(results, "results-schema.json", origin,
-                         "write it again with `kernellab show STUDY.json --format results`")
-    return results
 
 
 def heading(results: dict[str, Any], sweep: dict[str, Any]) -> str:
@@ -128,9 +104,8 @@ def terminal(results: dict[str, Any]) -> str:
     return capture.get()
 
 
-def render(results: dict[str, Any], fmt: str) -> str:
-    if fmt == "markdown":
-        return markdown(results)
-    if fmt == "json":
-        return json.dumps(results, indent=1) + "\n"
-    return terminal(results)
+RESULTS = kinds.register(kinds.Kind(
+    name="results", tag="kernellab-option-costs", what="a results file", version=1, readable=(1,),
+    schema="results-schema.json", rewrite="write it again with `kernellab show STUDY.json --format results`",
+    renderers={"table": lambda results, view: terminal(results), "markdown": lambda results, view: markdown(results)},
+    formats=("table", "markdown", "json"), indent=1))

@@ -24,10 +24,11 @@ import vl_convert
 from .. import __version__, modes
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import floor_of, fmt_cell, fmt_delta, fmt_value, footer_lines, header_lines, shown_metrics, summary_parts
+from . import fmt_cell, fmt_value, footer_lines, header_lines, shown_metrics
 from .attribution import probe_build_s
 from .auditreport import effect_text
-from .conclusion import NoiseFloor, metric_delta
+from .conclusion import delta_text, summary_parts, verdict_of
+from .model import BETTER, NOT_COMPARED, WORSE
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,17 @@ def link(url: str) -> str:
 
 # -- compare ---------------------------------------------------------------------------
 
-def compare_page(report: dict[str, Any], floor: NoiseFloor | None = None) -> str:
-    floor = floor or NoiseFloor()
+def compare_page(report: dict[str, Any]) -> str:
     sections = [_summary_section(report),
                 Section("How the numbers were obtained", items=header_lines(report) + footer_lines(report))]
-    sections += compare_sections(report, floor)
+    sections += compare_sections(report)
     return page(f"kernellab compare: {report['experiment']}", report.get("description", ""), sections,
                 _footer(report))
 
 
 def _summary_section(report: dict[str, Any]) -> Section:
     parts = summary_parts(report)
-    headlines = [f"{head}:" if groups else head for head, groups in parts]
+    headlines = [f"{head}:" if groups else f"{head}." for head, groups in parts]
     others = [v["name"] for v in report["variants"][1:]]
     # With several variants each phrase says whose it is.
     items = [g if len(parts) == 1 else f"{name}, {g}"
@@ -147,14 +147,15 @@ def _footer(report: dict[str, Any]) -> str:
             f"{modes.get(report['mode']).summary}")
 
 
-def compare_sections(report: dict[str, Any], floor: NoiseFloor, metrics: Iterable[str] | None = None,
+def compare_sections(report: dict[str, Any], metrics: Iterable[str] | None = None,
                      heading: str = "") -> list[Section]:
-    """The charts and the table of one comparison report (a study shows one per arch)."""
+    """The charts and the table of one comparison report (a study shows one per arch), each
+    cell as its verdict says (report.model)."""
     wanted = set(metrics) if metrics is not None else None
     shown = [m for m in shown_metrics(report, show_all=False) if wanted is None or m["name"] in wanted]
     prefix = f"{heading}: " if heading else ""
     sections = []
-    deltas = _delta_charts(report, shown, floor)
+    deltas = _delta_charts(report, shown)
     if deltas:
         sections.append(Section(f"{prefix}Change against {report['variants'][0]['name']}", charts=deltas,
                                 paragraphs=[_delta_legend(report)]))
@@ -167,37 +168,41 @@ def compare_sections(report: dict[str, Any], floor: NoiseFloor, metrics: Iterabl
             sections.append(Section(f"{prefix}Kernel memory (the \"Memory:\" line)", charts=[memory]))
         if report.get("size"):
             sections.append(size_section(report["size"]))
-    sections.append(Section(f"{prefix}All metrics", tables=[_metric_table(report, shown, floor)]))
+    sections.append(Section(f"{prefix}All metrics", tables=[_metric_table(report, shown)]))
     return sections
 
 
 def _delta_legend(report: dict[str, Any]) -> str:
     if modes.get(report["mode"]).deterministic:
-        return ("Exact differences (icount: reruns are identical). Filled: a difference; hollow: within the "
-                "metric's noise floor or the spread of its repeats, or not to be believed from one run.")
+        return ("Exact differences (icount: reruns are identical). Filled: a difference; hollow: no difference "
+                "(within the metric's noise floor or the spread of its repeats); cross: not compared (not to be "
+                "believed from what was measured: the tooltip says why).")
     return ("Medians' difference with its 95% confidence interval. Filled: significant after the correction "
-            "for many metrics; hollow: not significant, no difference.")
+            "for many metrics; hollow: not significant, no difference; cross: not compared (the tooltip says why).")
 
 
-def _verdicts(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor: NoiseFloor) -> list[dict[str, Any]]:
-    baseline = report["variants"][0]["name"]
-    arch = report["variants"][0]["arch"]
+# A verdict as the charts name it.
+_CHART_VERDICTS = {WORSE: "difference: worse", BETTER: "difference: better", NOT_COMPARED: "not compared"}
+
+
+def _verdicts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One chart row per cell with a change, its verdict read from the report."""
     rows = []
     for m in shown:
         for v in report["variants"][1:]:
-            d = metric_delta(report, arch, m["name"], baseline, v["name"], floor)
-            if d is None:
+            verdict = verdict_of(m, v["name"])
+            if verdict is None or verdict["delta_pct"] is None:
                 continue
-            c = m["comparison"].get(v["name"], {})
-            rows.append({"group": m["group"], "metric": m["label"], "variant": v["name"], "delta": round(d.pct, 3),
-                         "lo": c.get("ci_low_pct"), "hi": c.get("ci_high_pct"),
-                         "verdict": ("difference: " + d.direction) if d.counts else "no difference",
-                         "how": d.not_compared or d.how})
+            c = m["comparison"].get(v["name"]) or {}
+            rows.append({"group": m["group"], "metric": m["label"], "variant": v["name"],
+                         "delta": round(verdict["delta_pct"], 3), "lo": c.get("ci_low_pct"), "hi": c.get("ci_high_pct"),
+                         "verdict": _CHART_VERDICTS.get(verdict["kind"], "no difference"),
+                         "how": f"{verdict['reason']}; {verdict['how']}" if verdict["how"] else verdict["reason"]})
     return rows
 
 
-def _delta_charts(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor: NoiseFloor) -> list[Chart]:
-    rows = _verdicts(report, shown, floor)
+def _delta_charts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[Chart]:
+    rows = _verdicts(report, shown)
     baseline = report["variants"][0]["name"]
     charts = []
     for group in dict.fromkeys(r["group"] for r in rows):
@@ -207,11 +212,11 @@ def _delta_charts(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor
         color = alt.Color("variant:N", title="variant")
         points = alt.Chart(data).mark_point(size=70).encode(
             x=alt.X("delta:Q", title=f"change against {baseline}, %"), y=y, color=color,
-            fill=alt.condition("datum.verdict != 'no difference'", color, alt.value("transparent")),
+            fill=alt.condition("indexof(datum.verdict, 'difference:') == 0", color, alt.value("transparent")),
             shape=alt.Shape("verdict:N", title="verdict",
-                            scale=alt.Scale(domain=["difference: worse", "difference: better", "difference: same",
-                                                    "no difference"],
-                                            range=["triangle-right", "triangle-left", "circle", "circle"])),
+                            scale=alt.Scale(domain=["difference: worse", "difference: better", "no difference",
+                                                    "not compared"],
+                                            range=["triangle-right", "triangle-left", "circle", "cross"])),
             tooltip=["metric:N", "variant:N", alt.Tooltip("delta:Q", format="+.2f"), "verdict:N", "how:N"])
         zero = alt.Chart(_data([{"zero": 0}])).mark_rule(color="#8a8f9c").encode(x="zero:Q")
         layers = [zero, points]
@@ -265,9 +270,12 @@ def _memory_chart(report: dict[str, Any]) -> Chart | None:
     return Chart("Kernel code, data, init and reserved memory", chart.properties(width=_WIDTH).to_dict())
 
 
-def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor: NoiseFloor) -> Table:
+# The table's style of a cell by its verdict (report.html.j2's classes).
+_CELL_CSS = {WORSE: "significant", BETTER: "better", NOT_COMPARED: "muted"}
+
+
+def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> Table:
     names = [v["name"] for v in report["variants"]]
-    verdicts = {(r["metric"], r["variant"]): r["verdict"] for r in _verdicts(report, shown, floor)}
     rows: list[Row] = []
     group = None
     for m in shown:
@@ -277,9 +285,9 @@ def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]], floor
         cells = [Cell(m["label"]), Cell(m["unit"])]
         cells += [Cell(fmt_cell(m["values"].get(n), m["unit"]), "num") for n in names]
         for n in names[1:]:
-            verdict = verdicts.get((m["label"], n), "")
-            css = "significant" if verdict.endswith("worse") else "better" if verdict.endswith("better") else ""
-            cells.append(Cell(fmt_delta(m, n, floor_of(report, m["name"])), f"num {css}".strip()))
+            verdict = verdict_of(m, n)
+            css = _CELL_CSS.get(verdict["kind"], "") if verdict is not None else ""
+            cells.append(Cell(delta_text(m, n), f"num {css}".strip()))
         rows.append(Row(cells))
     return Table(["metric", "unit", *names, *(f"Δ {n}" for n in names[1:])], rows)
 
@@ -320,7 +328,6 @@ def size_section(size: dict[str, Any]) -> Section:
 def study_page(study: dict[str, Any], details: str) -> str:
     """A study: its summary first, then per arch the seed's tables as charts and tables;
     `details` is the text report, for the parts (the split, the sweep) shown as text."""
-    floor = NoiseFloor(study["noise_floor"]["pct"], study["noise_floor"]["origin"])
     how = [f"question: {study['question']}", f"seed: {study['seed']}", f"arches: {', '.join(study['arches'])}",
            f"baseline {study['baseline']}, subject {study['subject']}",
            f"noise floor: {study['noise_floor']['origin']}",
@@ -334,7 +341,7 @@ def study_page(study: dict[str, Any], details: str) -> str:
     metrics = [m for t in study["tables"] for m in t["metrics"]]
     for arch, report in study["reports"].items():
         sections.append(Section(f"{arch}: how", items=header_lines(report)))
-        sections += compare_sections(report, floor, metrics, heading=arch)
+        sections += compare_sections(report, metrics, heading=arch)
     sections.append(Section("The text report", paragraphs=[], tables=[_pre_table(details)]))
     return page(f"kernellab study {study['study']}: {study['title']}", study["question"], sections,
                 f"kernellab study report format {study['format_version']}")

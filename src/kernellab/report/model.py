@@ -1,5 +1,23 @@
 """The comparison report as data: what the variants measured, side by side, with the
-statistics of each difference. Every view (table, Markdown, CSV, JSON) renders this.
+statistics of each difference and its verdict. Every view (table, written summary,
+Markdown, CSV, JSON, HTML), the gate and JUnit render this.
+
+Whether a difference counts is decided here, once per cell (a metric, a variant against
+the first), by `judge`, and stored in the report as the cell's verdict: a difference
+("better" or "worse"), "no difference", or "not compared", each with its reason. The views
+and the gate read the verdict and never decide again. The rule, from the metric catalog
+(its clock), the mode, the noise floor and the spread of the samples:
+
+- a figure not measured meaningfully in the mode, or on one side, is not compared;
+- a figure the statistics tested (wall mode; host-clock figures in any mode, with two runs
+  or more on each side) is a difference when the test calls it significant after the
+  correction for many metrics, else no difference;
+- an exact figure (a size, one of the kernel's counts, a guest-clock figure in a
+  deterministic mode) is a difference when it is larger than the metric's noise floor and
+  than the spread of the repeats within the run;
+- anything else cannot be believed from what was measured, and is not compared: one run
+  of a host-clock figure (boot times on the host, or any figure in wall mode), a build
+  time with ccache hits or from a build tree another variant used.
 
 The report is versioned (FORMAT_VERSION, and the JSON Schema in report/schema.json):
 `kernellab show` refuses one it cannot read rather than misread it.
@@ -9,8 +27,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,15 +39,43 @@ from ..arches import BUILD_ONLY_NOTE
 from ..errors import LabError
 from ..metrics.catalog import describe, sort_key
 from ..size import view as size_view
-from ..stats import ALPHA, DETERMINISTIC_REASON, compare_all, summarize
+from ..stats import ALPHA, DETERMINISTIC_REASON, Comparison, compare_all, summarize
 from ..store import Store
-from . import reading
 
 # 2: format_version itself, boot parameters and sysctls, the target of each run.
 # 3: "size", where the image's bytes go (symbols and directories), when variants were built.
-FORMAT_VERSION = 3
-# The versions `show` reads: each later one only adds keys the views treat as optional.
-READABLE_VERSIONS = (2, 3)
+# 4: each metric's "verdict" per variant, the one every view and the gate read; host-clock
+#    figures compared as wall statistics in every mode; the noise floor always recorded.
+FORMAT_VERSION = 4
+# The versions `show` reads: an earlier one is judged on reading (upgrade), as kernellab
+# judges a report it writes.
+READABLE_VERSIONS = (2, 3, 4)
+
+# A verdict's kinds: the first two are a difference.
+BETTER, WORSE, NO_DIFFERENCE, NOT_COMPARED = "better", "worse", "no difference", "not compared"
+DIFFERENCE = (BETTER, WORSE)
+VERDICTS = (BETTER, WORSE, NO_DIFFERENCE, NOT_COMPARED)
+# Figures timed by the host's clock, whatever the mode: a deterministic mode makes the
+# guest's time exact, not the host's (boot times seen from outside, build times).
+HOST_TIMED = ("host", "build")
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """metric -> the largest change, in %, that counts as no difference."""
+    pct: Mapping[str, float] = field(default_factory=dict)
+    origin: str = "none given: every exact difference counts"
+
+    def __post_init__(self) -> None:
+        # Wherever a floor comes from (a TOML file, a report's own record): NaN would
+        # make every change "within the floor", and a gate pass what it must not.
+        for metric, pct in self.pct.items():
+            if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 <= pct < math.inf:
+                raise LabError(f"noise floor {self.origin}: {metric} = {pct!r}: a floor is a finite percentage, "
+                               "0 or more: fix or remeasure it (kernellab noise-floor)")
+
+    def of(self, metric: str) -> float:
+        return self.pct.get(metric, 0.0)
 
 
 @dataclass
@@ -120,9 +167,9 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         metrics.append({"name": metric, "label": info.label, "unit": info.unit, "better": info.better,
                         "group": info.group, "clock": info.clock, "source": info.source,
                         "valid_in_mode": info.valid_in(mode, vcpus), "values": values, "delta_pct": {},
-                        "comparison": {}})
+                        "comparison": {}, "verdict": {}})
     _compare(metrics, names, mode)
-    return {
+    report = {
         "format_version": FORMAT_VERSION,
         "experiment": name,
         "description": description,
@@ -135,6 +182,8 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         "metrics": metrics,
         **({"size": size} if (size := _size(records)) else {}),
     }
+    judge(report, NoiseFloor())
+    return report
 
 
 def _size(records: list[VariantRecord]) -> dict[str, Any] | None:
@@ -146,21 +195,195 @@ def _size(records: list[VariantRecord]) -> dict[str, Any] | None:
 
 
 def _compare(metrics: list[dict[str, Any]], names: list[str], mode: str) -> None:
-    """Fill each metric's delta_pct and comparison against the first variant. The
-    correction for many metrics runs over the family of metrics valid in this mode."""
+    """Fill each metric's delta_pct and comparison against the first variant."""
     ref = names[0]
     for other in names[1:]:
-        pairs = {}
-        for m in metrics:
-            a, b = m["values"].get(ref, {}), m["values"].get(other, {})
-            if "samples" in a and "samples" in b and m["valid_in_mode"]:
-                pairs[m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
-        results = compare_all(pairs, alpha=ALPHA, deterministic=modes.get(mode).deterministic)
+        results = compare_variants(metrics, ref, other, mode)
         for m in metrics:
             c = results.get(m["name"])
             if c is not None:
                 m["delta_pct"][other] = c.delta_pct
                 m["comparison"][other] = c.to_dict()
+
+
+def compare_variants(metrics: Sequence[dict[str, Any]], ref: str, other: str, mode: str,
+                     only: Iterable[str] | None = None) -> dict[str, Comparison]:
+    """The statistics of `other` against `ref` on every metric valid in the mode (or those
+    in `only`). The correction for many metrics runs over the family of metrics tested
+    together: all of them in wall mode; in a deterministic mode the guest-clock figures
+    and counts are exact (no test) and the host-timed ones (HOST_TIMED) are tested as
+    wall figures, for the host's clock is no more exact under icount than without it."""
+    exact = modes.get(mode).deterministic
+    wanted = set(only) if only is not None else None
+    families: dict[bool, dict[str, tuple[list[float], list[float], str]]] = {True: {}, False: {}}
+    for m in metrics:
+        a, b = m["values"].get(ref, {}), m["values"].get(other, {})
+        if (wanted is None or m["name"] in wanted) and m["valid_in_mode"] and "run_medians" in a \
+                and "run_medians" in b:
+            deterministic = exact and m["clock"] not in HOST_TIMED
+            families[deterministic][m["name"]] = (a["run_medians"], b["run_medians"], m["better"])
+    results: dict[str, Comparison] = {}
+    for deterministic, pairs in families.items():
+        if pairs:
+            results |= compare_all(pairs, alpha=ALPHA, deterministic=deterministic)
+    return results
+
+
+# -- the verdict -----------------------------------------------------------------------
+
+def judge(report: dict[str, Any], floor: NoiseFloor) -> dict[str, Any]:
+    """Decide every cell of the report (each metric, each variant against the first) by
+    this noise floor, and record the floor: the one place a difference is decided."""
+    names = [v["name"] for v in report["variants"]]
+    report["noise_floor"] = {"origin": floor.origin,
+                             "pct": {m["name"]: floor.of(m["name"]) for m in report["metrics"]
+                                     if floor.of(m["name"])}}
+    for m in report["metrics"]:
+        m["verdict"] = {other: verdict(m, names[0], other, m.get("comparison", {}).get(other), report["mode"],
+                                       floor.of(m["name"]), report["variants"])
+                        for other in names[1:]}
+    return report
+
+
+def verdict(m: dict[str, Any], ref: str, other: str, c: Mapping[str, Any] | None, mode: str, floor_pct: float,
+            variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One cell's verdict: `other` against `ref` on metric `m`, given their comparison `c`
+    (None: judged from the cells' medians, as an exact figure); the rule is the module's.
+    kind, reason (why this kind), delta_pct, how (how the figure was obtained), and
+    floor_pct when the noise floor made it no difference."""
+    a, b = m["values"].get(ref), m["values"].get(other)
+    unmeasured = _unmeasured(m, mode, {ref: a, other: b})
+    if unmeasured:
+        return _cell(NOT_COMPARED, unmeasured, None, "")
+    assert a is not None and b is not None   # _unmeasured said so
+    pct = c.get("delta_pct") if c is not None else _pct_change(a["median"], b["median"])
+    if pct is None:
+        return _cell(NOT_COMPARED, f"no baseline value to compare with (a median of 0 on {ref})", None, "")
+    runs = (len(a.get("run_medians", [])), len(b.get("run_medians", [])))
+    if c is not None and c.get("testable"):
+        return _tested(m, c, mode, runs)
+    why = _unbelieved(m, mode, [v for v in variants if v.get("name") in (ref, other)])
+    how = _exact_how(m, mode, runs[1])
+    if why:
+        return _cell(NOT_COMPARED, why, pct, how)
+    spread = max(_spread(a), _spread(b))
+    if spread >= 1:
+        # The repeats of one run disagree (a bimodal path: two layouts, a timer that
+        # sometimes fires): the median is reproducible, yet a change smaller than that
+        # spread is not an effect.
+        how += f", repeats spread ±{spread:.0f}%"
+    if pct == 0:
+        return _cell(NO_DIFFERENCE, "identical", pct, how)
+    if abs(pct) <= floor_pct:
+        return _cell(NO_DIFFERENCE, f"within the metric's noise floor ({floor_pct:.1f}%)", pct, how) | {
+            "floor_pct": floor_pct}
+    if abs(pct) <= spread:
+        return _cell(NO_DIFFERENCE, f"within the spread of the repeats (±{spread:.0f}%)", pct, how)
+    return _cell(_direction(pct, m["better"]), "exact, beyond the noise floor "
+                 f"({floor_pct:.1f}%) and the spread of the repeats (±{spread:.0f}%)", pct, how)
+
+
+def _cell(kind: str, reason: str, pct: float | None, how: str) -> dict[str, Any]:
+    return {"kind": kind, "reason": reason, "delta_pct": pct, "how": how}
+
+
+def _pct_change(ref: float, other: float) -> float | None:
+    return None if not ref else 100 * (other - ref) / abs(ref)
+
+
+def _direction(pct: float, better: str) -> str:
+    return WORSE if (pct > 0) == (better == "lower") else BETTER
+
+
+def _unmeasured(m: dict[str, Any], mode: str, cells: Mapping[str, dict[str, Any] | None]) -> str:
+    """Why the metric was not measured on both sides in a way that means something ("" when it was)."""
+    if not m["valid_in_mode"]:
+        return f"not measured meaningfully in {mode} mode"
+    for name, cell in cells.items():
+        if not cell:
+            return f"not measured on {name}"
+        if "not_available" in cell:
+            return f"not available on {name}: {cell['not_available']}"
+        if "median" not in cell:
+            return f"not measured on {name}"
+    return ""
+
+
+def _tested(m: dict[str, Any], c: Mapping[str, Any], mode: str, runs: tuple[int, int]) -> dict[str, Any]:
+    """A figure the statistics tested: a difference when the test calls it significant."""
+    clock = "host clock" if modes.get(mode).deterministic and m["clock"] in HOST_TIMED else mode
+    how = f"{clock}, {runs[0]}+{runs[1]} runs"
+    if c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None:
+        how += f", 95% CI [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%"
+    p = c.get("adjusted_p")
+    said = f"Holm-adjusted p = {p:.2g}" if isinstance(p, (int, float)) else "no p-value"
+    if c.get("significant") and c.get("direction") in DIFFERENCE:
+        return _cell(c["direction"], f"significant ({said} < {ALPHA})", c["delta_pct"], how)
+    return _cell(NO_DIFFERENCE, f"not significant ({said})", c["delta_pct"], how)
+
+
+def _spread(cell: dict[str, Any]) -> float:
+    """Half the interquartile range of a cell's samples, in % of its median."""
+    if cell.get("q1") is None or cell.get("q3") is None or not cell.get("median"):
+        return 0.0
+    return float(50 * (cell["q3"] - cell["q1"]) / abs(cell["median"]))
+
+
+def _unbelieved(m: dict[str, Any], mode: str, variants: Sequence[dict[str, Any]]) -> str:
+    """Why a single difference of this metric is not to be believed ("" when it is).
+    Sizes and the kernel's counts are exact, and so is a guest-clock figure in a
+    deterministic mode. A build time is one build: believed only when every build compiled
+    from scratch, in a tree of its own and without ccache hits (which would time the cache,
+    not the compiler): an experiment with cold_builds makes them so. Host-clock figures of
+    one run never are (nor, in wall mode, guest-clock ones: the guest's clock is the host's)."""
+    if m["clock"] == "count" or m["name"].startswith("size."):
+        return ""
+    if m["clock"] == "build":
+        if all((v.get("build") or {}).get("cold") for v in variants):
+            return ""
+        # Variants of one source and compiler share a build tree: the later build is incremental.
+        trees = {(v.get("source"), v.get("arch"), (v.get("build") or {}).get("compiler")) for v in variants}
+        if len(trees) < len(variants):
+            return "incremental builds in one build tree"
+        return "" if all(_cold(v) for v in variants) else "ccache hits"
+    if m["clock"] == "guest" and modes.get(mode).deterministic:
+        return ""
+    return "one run of a host-clock figure"
+
+
+def _cold(variant: dict[str, Any]) -> bool:
+    """Compiled from scratch: few ccache hits. (A build reused from the cache keeps the
+    times of the build that made it.)"""
+    b = variant.get("build")
+    return b is not None and (b.get("ccache_hit_pct") or 0) < 5
+
+
+def _exact_how(m: dict[str, Any], mode: str, runs: int) -> str:
+    if m["clock"] == "build":
+        return "one cold build each" if m["name"].startswith("build.") else "from the build"
+    if m["clock"] == "count":
+        return f"the kernel's count, {runs} run{'s' if runs != 1 else ''}"
+    if m["clock"] == "host":
+        return f"host clock, {runs} run{'s' if runs != 1 else ''}"
+    return f"{mode}, {runs} run{'s' if runs != 1 else ''}, exact"
+
+
+def upgrade(report: dict[str, Any], origin: str = "") -> dict[str, Any]:
+    """A report of an earlier format (READABLE_VERSIONS) as this kernellab writes one:
+    compared and judged by the floor it records, in place. (`origin`: for a reader that
+    names the file; an upgrade cannot fail on a report its schema accepted.)"""
+    if report.get("format_version") == FORMAT_VERSION:
+        return report
+    names = [v["name"] for v in report["variants"]]
+    for m in report["metrics"]:
+        m["delta_pct"], m["comparison"] = {}, {}
+    _compare(report["metrics"], names, report["mode"])
+    recorded = report.get("noise_floor") or {}
+    floor = NoiseFloor(recorded["pct"], recorded["origin"]) if recorded else NoiseFloor()
+    report["statistics"] = statistics_note(report["mode"])
+    judge(report, floor)
+    report["format_version"] = FORMAT_VERSION
+    return report
 
 
 def timing_note(records: list[VariantRecord], store: Store, mode: str) -> str:
@@ -179,7 +402,8 @@ def timing_note(records: list[VariantRecord], store: Store, mode: str) -> str:
 
 def statistics_note(mode: str) -> str:
     if modes.get(mode).deterministic:
-        return DETERMINISTIC_REASON
+        return (f"{DETERMINISTIC_REASON}; host-clock rows (boot seen from the host, build times) are tested "
+                f"as wall figures, and one run of them is not compared")
     return (f"cells: median of all samples; Δ: difference of the medians of per-run medians "
             f"with its 95% bootstrap interval; * marks a change significant by Welch's t-test on "
             f"the log of the per-run medians, Holm-adjusted p < {ALPHA} over the table's metrics")
@@ -227,19 +451,3 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
             **({"build_only_note": BUILD_ONLY_NOTE} if p.profile.build_only else {}),
             "runs": runs}
 
-
-def check_readable(report: Any, origin: str) -> dict[str, Any]:
-    """A report this kernellab can render, or a one-line LabError saying why not."""
-    if not isinstance(report, dict) or "metrics" not in report:
-        raise LabError(f"{origin} is not a kernellab report: write one with "
-                       "`kernellab compare --format json -o FILE`")
-    version = report.get("format_version")
-    if version not in READABLE_VERSIONS:
-        said = "has no format_version (kernellab before 0.2)" if version is None else f"is format {version}"
-        raise LabError(f"{origin} {said}; this kernellab reads formats "
-                       f"{', '.join(map(str, READABLE_VERSIONS))}: "
-                       "rerun the experiment (its builds and samples are in the store) or use the "
-                       "kernellab that wrote it")
-    reading.check_schema(report, "schema.json", origin, "write it again with `kernellab compare --format json -o FILE` "
-                         "(its builds and samples are in the store)")
-    return report

@@ -1,8 +1,9 @@
-"""Reading back what kernellab wrote: a compare report, a study's report, a results file.
+"""Reading back what kernellab wrote: any kind of result (report/kinds.py).
 
 Such a file comes from a CI artifact or a colleague, hand-edited or damaged on the way.
-Its JSON Schema (schema.json, study-schema.json, results-schema.json, next to this file)
-says everything a view or the gate relies on, so that a file that passes renders without
+Its JSON Schema (schema.json, the compare report's, and KIND-schema.json, next to this
+file; one may refer to another by its file name or its $id) says everything a view or
+the gate relies on, so that a file that passes renders without
 a surprise, and one that does not is refused with one line: the file, the JSON path that
 is wrong, and what is wrong with it. Numbers are checked beyond what a schema can say:
 JSON has no NaN or infinity, and a gate must never compare one.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import referencing
 from jsonschema.exceptions import best_match
 
 from ..errors import LabError
@@ -59,10 +61,33 @@ def _check_numbers(value: Any, at: str, origin: str) -> None:
 
 
 @functools.cache
+def _schema(schema_file: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((_HERE / schema_file).read_text())
+    return schema
+
+
+@functools.cache
+def _schemas() -> referencing.Registry[Any]:
+    """Every schema shipped, under its file name and its $id: one refers to another's parts."""
+    found: list[tuple[str, referencing.Resource[Any]]] = []
+    for path in sorted(_HERE.glob("*.json")):
+        resource = referencing.Resource.from_contents(_schema(path.name))
+        found.append((path.name, resource))
+        if (its_id := resource.id()) is not None:
+            found.append((its_id, resource))
+    return referencing.Registry().with_resources(found)
+
+
+def schema_properties(schema_file: str) -> set[str]:
+    """The keys a schema declares at its top."""
+    return set(_schema(schema_file).get("properties", {}))
+
+
+@functools.cache
 def _validator(schema_file: str) -> jsonschema.protocols.Validator:
-    schema = json.loads((_HERE / schema_file).read_text())
+    schema = _schema(schema_file)
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    return cls(schema, registry=_schemas())
 
 
 def check_schema(document: Any, schema_file: str, origin: str, fix: str) -> None:

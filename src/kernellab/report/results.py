@@ -10,18 +10,14 @@ mitigation the emulated CPU never needed, says so instead of a cost.
 from __future__ import annotations
 
 import datetime
-import json
 from typing import Any
 
 from .. import __version__
-from ..errors import LabError
-
-RESULTS_FORMAT = "kernellab-option-costs"
-RESULTS_FORMAT_VERSION = 1
 
 
 def from_study(study: dict[str, Any], today: datetime.date | None = None) -> dict[str, Any]:
-    """The results file of a study report (studyreport.build) that has sweeps."""
+    """The results file of a study report (studyreport.build) that has sweeps, as its kind
+    (costtable.RESULTS) writes it."""
     sweeps = []
     for label, sweep in study["sweeps"].items():
         report = study["reports"].get(sweep.get("arch", label), {})
@@ -34,17 +30,9 @@ def from_study(study: dict[str, Any], today: datetime.date | None = None) -> dic
             # Which options were flipped: those the audit's rules of these categories name.
             **({"rules": sweep["rules"], "left_out": sweep["left_out"]} if sweep.get("rules") else {}),
         })
-    return {"format": RESULTS_FORMAT, "format_version": RESULTS_FORMAT_VERSION,
-            "study": study["study"], "title": study["title"],
+    return {"study": study["study"], "title": study["title"],
             "date": (today or datetime.datetime.now(datetime.UTC).date()).isoformat(),
             "kernellab": __version__, "emulated": True, "sweeps": sweeps}
-
-
-def render(study: dict[str, Any]) -> str:
-    if not study["sweeps"]:
-        raise LabError(f"study {study['study']}: this report has no sweep (the quick form never sweeps), so no "
-                       "option costs to write: run the study's full form")
-    return json.dumps(from_study(study), indent=1) + "\n"
 
 
 def _kernel(v: dict[str, Any]) -> str:

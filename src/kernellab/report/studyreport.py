@@ -1,13 +1,12 @@
 """A study's report: its seed's table layout across arches, the code/config split, the
 sweep, and the written summary last, as the seed ends with its conclusion. The study
-report is versioned data (STUDY_FORMAT_VERSION); each arch's part is an ordinary compare
-report, format and all.
+report is a kind of result (STUDY, report/kinds.py) with all its formats here; each arch's
+part is an ordinary compare report, format and all.
 """
 
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 from rich.console import Console
@@ -16,26 +15,17 @@ from rich.table import Table
 
 from .. import lifecycle
 from ..errors import LabError
-from . import conclusion, fmt_cell, fmt_delta, fmt_value, md_table, perdevice, reading, targets
-from .model import check_readable as check_readable_report
-from .model import measured_when
-
-STUDY_FORMAT = "kernellab-study"
-STUDY_FORMAT_VERSION = 1
-FORMATS = ("table", "markdown", "json", "html", "results")
+from . import conclusion, fmt_cell, fmt_value, kinds, md_table, perdevice, targets
+from .model import NoiseFloor, judge, measured_when
 
 
-# Every key build() writes: what render() may rely on.
-_KEYS = ("study", "title", "seed", "question", "quick", "left_out", "arches", "baseline", "subject", "noise_floor",
-         "not_yet", "caveats", "support", "tables", "decomposition", "sweeps", "per_device", "summary", "failures",
-         "wall_s", "builds", "reports")
-
-
-def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
+def build(result: Any, floor: NoiseFloor) -> dict[str, Any]:
     """The study report as data, from an experiments.study.StudyResult."""
     plan = result.plan
     f = plan.study.file
     reports = {r.arch: r.report for r in result.results}
+    for report in reports.values():   # by the study's floor: the verdicts it keeps and its summary says
+        judge(report, floor)
     lines = conclusion.write(f.summary, reports, f.baseline, f.subject, floor)
     splits = []
     for d in f.decompose:
@@ -43,8 +33,7 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
             rows = [s for m in _table_metrics(f) if (s := conclusion.split(report, m, d.from_, d.via, d.to))]
             if rows:
                 splits.append({"arch": arch, "from": d.from_, "via": d.via, "to": d.to, "rows": rows})
-    return {
-        "format": STUDY_FORMAT, "format_version": STUDY_FORMAT_VERSION,
+    return STUDY.stamp({
         "study": f.name, "title": f.title, "seed": f.seed, "question": f.question,
         "quick": plan.quick, "left_out": plan.left_out(),
         **({"changed": plan.changed()} if plan.changed() else {}),   # optional: absent in earlier reports
@@ -57,7 +46,7 @@ def build(result: Any, floor: conclusion.NoiseFloor) -> dict[str, Any]:
         "per_device": perdevice.rows(reports),   # variants that differ only in devices:N
         "summary": lines, "failures": result.failures, "wall_s": result.wall_s, "builds": result.builds,
         "reports": reports,
-    }
+    })
 
 
 def _support(reports: dict[str, dict[str, Any]]) -> list[str]:
@@ -70,36 +59,27 @@ def _table_metrics(f: Any) -> list[str]:
     return list(dict.fromkeys(m for t in f.table for m in t.metrics))
 
 
-def check_readable(study: dict[str, Any], origin: str, fmt: str) -> dict[str, Any]:
-    """A study report this kernellab renders, in a format it has, or a one-line LabError."""
-    if study.get("format_version") != STUDY_FORMAT_VERSION:
-        raise LabError(f"{origin} is study report format {study.get('format_version')}; this kernellab reads "
-                       f"{STUDY_FORMAT_VERSION}: run the study again (its builds and runs are in the store)")
-    if fmt not in FORMATS:
-        raise LabError(f"a study report renders as {', '.join(FORMATS)}, not {fmt}")
-    missing = [k for k in _KEYS if k not in study]
-    if missing:
-        raise LabError(f"{origin} is not a complete study report (no {missing[0]!r}): run the study again "
-                       "(its builds and runs are in the store)")
-    reading.check_schema(study, "study-schema.json", origin, "run the study again (its builds and runs are in "
-                         "the store)")
-    for arch, report in study["reports"].items():   # each an ordinary compare report
-        check_readable_report(report, f"{origin}, its report of {arch},")
+def _from_dict(study: dict[str, Any], origin: str) -> dict[str, Any]:
+    """A study's report (its every key checked by study-schema.json), each arch's read as an
+    ordinary compare report (one of an earlier format judged as this kernellab judges)."""
+    for arch, report in study["reports"].items():
+        study["reports"][arch] = kinds.read(report, f"{origin}, its report of {arch},", expect="compare")[1]
     return study
 
 
-def render(study: dict[str, Any], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(study, indent=2) + "\n"
-    if fmt == "markdown":
-        return _markdown(study)
-    if fmt == "results":   # the sweeps' option costs, to commit and cite (report/results.py)
-        from . import results
-        return results.render(study)
-    if fmt == "html":
-        from . import html  # the charting libraries load only for an HTML report
-        return html.study_page(study, _markdown(study))
-    return _terminal(study)
+def _html(study: dict[str, Any], view: kinds.View) -> str:
+    from . import html  # the charting libraries load only for an HTML report
+    return html.study_page(study, _markdown(study))
+
+
+def _results(study: dict[str, Any], view: kinds.View) -> str:
+    """The sweeps' option costs, to commit and cite: a results file (report/results.py)."""
+    if not study["sweeps"]:
+        raise LabError(f"study {study['study']}: this report has no sweep (the quick form never sweeps), so no "
+                       "option costs to write: run the study's full form")
+    from . import results
+    from .costtable import RESULTS
+    return RESULTS.dump(results.from_study(study))
 
 
 def header(study: dict[str, Any]) -> list[str]:
@@ -174,7 +154,7 @@ def section_rows(study: dict[str, Any], metrics: list[str]) -> list[list[str]]:
             if m is None or not m["valid_in_mode"] or not any(m["values"].get(n) for n in names):
                 continue
             rows.append([m["label"], arch, m["unit"], *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
-                         *(fmt_delta(m, n) for n in names[1:])])
+                         *(conclusion.delta_text(m, n) for n in names[1:])])
     return rows
 
 
@@ -195,7 +175,7 @@ def _split_title(split: dict[str, Any]) -> str:
 
 
 def _sweep_lines(study: dict[str, Any]) -> list[str]:
-    from .attribution import sweep_text
+    from .sweep import sweep_text
     out = []
     for arch, result in study["sweeps"].items():
         out.append(f"sweep on {arch}: one option at a time, as the seed did by hand")
@@ -204,6 +184,11 @@ def _sweep_lines(study: dict[str, Any]) -> list[str]:
                        f"{result['left_out']} other differing option(s) not flipped")
         out.append(sweep_text(result))
     return out
+
+
+def _legend(study: dict[str, Any]) -> list[str]:
+    """What the marks of the tables' Δ columns say (each cell's verdict), when there are any."""
+    return [conclusion.DELTA_LEGEND] if study["tables"] and len(_variant_names(study)) > 1 else []
 
 
 def _terminal(study: dict[str, Any]) -> str:
@@ -220,6 +205,8 @@ def _terminal(study: dict[str, Any]) -> str:
             for row in section_rows(study, t["metrics"]):
                 table.add_row(*map(escape, row))
             console.print(table)
+        for line in _legend(study):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         for split in study["decomposition"]:
             table = Table(title=escape(_split_title(split)), title_justify="left")
             for col in _split_head(split):
@@ -249,6 +236,7 @@ def _markdown(study: dict[str, Any]) -> str:
         lines += [f"#### {t['title']}", ""]
         lines += md_table(["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])],
                            section_rows(study, t["metrics"])) + [""]
+    lines += [*_legend(study), ""] if _legend(study) else []
     for split in study["decomposition"]:
         lines += [f"#### {_split_title(split)}", ""] + md_table(_split_head(split), _split_rows(split)) + [""]
     if study["per_device"]:
@@ -259,3 +247,11 @@ def _markdown(study: dict[str, Any]) -> str:
         lines += ["```", *sweep, "```", ""]
     lines += ["#### Summary", ""] + [f"- {line}" for line in study["summary"]]
     return "\n".join(lines) + "\n"
+
+
+STUDY = kinds.register(kinds.Kind(
+    name="study", tag="kernellab-study", what="a study report", version=1, readable=(1,),
+    schema="study-schema.json", rewrite="run the study again (its builds and runs are in the store)",
+    renderers={"table": lambda study, view: _terminal(study), "markdown": lambda study, view: _markdown(study),
+               "html": _html, "results": _results},
+    formats=("table", "markdown", "json", "html", "results"), from_dict=_from_dict))

@@ -1,4 +1,5 @@
-"""The terminal table (rich)."""
+"""The terminal table (rich): each Δ coloured by its verdict (report.model), red worse,
+green better, dim not compared."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import floor_of, fmt_cell, fmt_delta, footer_lines, header_lines, shown_metrics, summary
+from . import fmt_cell, footer_lines, header_lines, shown_metrics
+from .conclusion import DELTA_LEGEND, delta_text, summary, verdict_of
+from .model import BETTER, NOT_COMPARED, WORSE
+
+STYLES = {WORSE: "red", BETTER: "green", NOT_COMPARED: "dim"}
 
 
 def table_text(report: dict[str, Any], show_all: bool = False) -> str:
@@ -28,14 +33,7 @@ def table_text(report: dict[str, Any], show_all: bool = False) -> str:
             if group is not None:
                 table.add_section()
             group = m["group"]
-        deltas = []
-        for n in names[1:]:
-            c = m["comparison"].get(n)
-            text = fmt_delta(m, n, floor_of(report, m["name"]))
-            notable = c is not None and not text.startswith("within floor") and (
-                c["significant"] if c["testable"] else abs(c["delta_pct"] or 0) >= 1)
-            style = ("red" if c["direction"] == "worse" else "green") if notable else ""
-            deltas.append(f"[{style}]{text}[/]" if style else text)
+        deltas = [delta_markup(m, n) for n in names[1:]]
         table.add_row(escape(m["label"]), escape(m["unit"]),
                       *[escape(fmt_cell(m["values"].get(n), m["unit"])) for n in names], *deltas)
     console = Console(record=True, width=160, file=io.StringIO())   # renders; never writes stdout
@@ -43,9 +41,18 @@ def table_text(report: dict[str, Any], show_all: bool = False) -> str:
         for line in header_lines(report):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print(table)
-        for line in footer_lines(report):
+        legend = [DELTA_LEGEND] if len(names) > 1 else []
+        for line in legend + footer_lines(report):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         text = summary(report)
         if text:
             console.print(text, highlight=False, markup=False, soft_wrap=True)
     return capture.get()
+
+
+def delta_markup(m: dict[str, Any], variant: str) -> str:
+    """A Δ cell as rich markup: its text in its verdict's style."""
+    text = escape(delta_text(m, variant))
+    v = verdict_of(m, variant)
+    style = STYLES.get(v["kind"], "") if v is not None else ""
+    return f"[{style}]{text}[/]" if style else text

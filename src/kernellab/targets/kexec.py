@@ -90,13 +90,13 @@ CAPABILITIES = Capabilities(boots_kernels=True, measures_running=True, determini
 class SshSite:
     """--target ssh://[user@]host[:port]: the kernel a remote machine runs, and built
     kernels booted there with kexec."""
-    name = "ssh"
 
     def __init__(self, spec: str, options: TargetOptions):
-        self.spec = spec
+        self.spec = self.name = spec
         self.capabilities = CAPABILITIES
         shell = SshShell(parse_ssh_url(spec), options.ssh_config, options.accept_new_host_key)
-        self.machine: RunningTarget | None = RunningTarget(shell, "ssh", options.arch, options.block_dir)
+        # Named by its spec, as the store files its runs: a run on one host is never reused for another.
+        self.machine: RunningTarget | None = RunningTarget(shell, spec, options.arch, options.block_dir)
         self.kexec = KexecTarget(self.machine, options.power_cycle, options.come_back_s)
 
     def target(self, want: Want, log: Callable[[str], None]) -> Target:
@@ -105,10 +105,10 @@ class SshSite:
 
 class KexecTarget:
     """An ssh target that boots built kernels with kexec (and measures the running one)."""
-    name = "ssh"
 
     def __init__(self, machine: RunningTarget, power_cycle: str | None = None, come_back_s: float = COME_BACK_S):
         self.machine, self.power_cycle, self.come_back_s = machine, power_cycle, come_back_s
+        self.name = machine.name
         self.capabilities = CAPABILITIES
 
     def describe(self, mode: str) -> TargetInfo:

@@ -103,11 +103,9 @@ def refusal(spec: str, caps: Capabilities, ask: Ask) -> str | None:
     if ask.live and not caps.live:
         return (f"--target {spec} reads what a board lab ran: write the job with `kernellab lava-job` and read "
                 "its log with `kernellab import-lava`")
-    if ask.probes and (not caps.boots_kernels or caps.agent != "init"):
-        return (f"{ask.probes} boots probes of built kernels with the agent as their init, and --target {spec} "
-                + ("measures only the kernel its machine runs" if not caps.boots_kernels
-                   else "runs the agent as a program (kexec'd probes are not there yet)")
-                + f": use {_suggest(lambda c: c.boots_kernels and c.agent == 'init')}")
+    if ask.probes and not caps.boots_kernels:
+        return (f"{ask.probes} boots probes of built kernels, and --target {spec} measures only the kernel its "
+                f"machine runs: use {_suggest(lambda c: c.boots_kernels)}")
     if ask.mode is not None and ask.mode not in caps.modes:
         return (f"the {spec} target cannot run {ask.mode} mode ({ask.mode} needs deterministic time, and "
                 f"--target {spec} has none: its clock is the host's); a real machine or a KVM guest measures in "

@@ -1,0 +1,51 @@
+"""A sweep's result (experiments/sweep.py, and each sweep of a study) as a kind of result
+(report/kinds.py) and its text; its HTML page is html.sweep_page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import modes
+from ..guest import vulnerabilities
+from ..metrics.catalog import describe
+from . import fmt_value, kinds
+from .attribution import probe_build_s
+
+
+def sweep_text(r: dict[str, Any]) -> str:
+    lines = [f"sweep over {len(r['flips'])} option(s), {modes.get(r['mode']).summary}"]
+    for metric in r["metrics"]:
+        unit = describe(metric, "").unit
+        lines.append(f"\n{metric} ({unit}), baseline {fmt_value(r['baseline'][metric], unit)}; ranked by effect:")
+        ranked = sorted(r["flips"], key=lambda f: -abs(f["effects"][metric].get("delta_pct") or 0))
+        for f in ranked:
+            c = f["effects"][metric]
+            interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%{'*' if c.get('significant') else ''}"
+                        if c.get("ci_low_pct") is not None else "")
+            delta = "-" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f}%"
+            inactive = ("  inactive on the emulated CPU" if f.get("not_affected") and
+                        vulnerabilities.wholly_inactive(f["flaws"], f["not_affected"]) else "")
+            lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']}){inactive}")
+    lines.append("\nwhat each flip really changed:")
+    for f in r["flips"]:
+        extra = f"; also {', '.join(f['also_changed'][:6])}" + (" ..." if len(f["also_changed"]) > 6 else "") \
+            if f["also_changed"] else ""
+        refused = f"; NOT APPLIED: {'; '.join(f['dropped'])}" if f["dropped"] else ""
+        lines.append(f"  {f['option']}={f['value']}: ~{f['rebuild_objects']} objects depend on it, "
+                     f"{'built in' if f['built'] else 'cached build of'} {probe_build_s(f):.0f} s{extra}{refused}")
+        if f.get("not_affected"):
+            lines.append(f"    {vulnerabilities.caveat(f['flaws'], f['not_affected'])}")
+    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s wall")
+    return "\n".join(lines) + "\n"
+
+
+def _html(result: dict[str, Any], view: kinds.View) -> str:
+    from . import html  # the charting libraries load only for an HTML page
+    return html.sweep_page(result)
+
+
+SWEEP = kinds.register(kinds.Kind(
+    name="sweep", tag="kernellab-sweep", what="a sweep's result", version=1, readable=(1,),
+    schema="sweep-schema.json", rewrite="write it again with `kernellab sweep ... --format json` (its builds and "
+                                        "runs are in the store)",
+    renderers={"table": lambda result, view: sweep_text(result), "html": _html}, formats=("table", "json", "html")))
