@@ -68,6 +68,14 @@ def test_the_shipped_neutral_list_has_enough_options():
 
 
 def test_with_no_floor_an_unchanged_metric_is_not_called_within_one():
-    from kernellab.report import within_floor
-    assert within_floor(0.0, 0.0) is None and within_floor(0.0, None) is None
-    assert within_floor(-0.5, 1.0) == "within floor (-0.5%, floor 1.0%)"
+    """The verdict of a probe pair: no floor, no change -> identical; a change within the
+    floor -> no difference, said so with the floor; beyond it -> a difference."""
+    from kernellab.report.conclusion import verdict_text
+    from kernellab.report.model import NoiseFloor, judge_probes
+    same = judge_probes({"syscall.null": [100.0]}, {"syscall.null": [100.0]}, "icount")["syscall.null"]
+    assert same["verdict"]["kind"] == "no difference" and "floor_pct" not in same["verdict"]
+    floor = NoiseFloor({"syscall.null": 1.0})
+    within = judge_probes({"syscall.null": [100.0]}, {"syscall.null": [99.5]}, "icount", floor)["syscall.null"]
+    assert verdict_text(within["verdict"], within) == "within floor (-0.5%, floor 1.0%)"
+    beyond = judge_probes({"syscall.null": [100.0]}, {"syscall.null": [98.0]}, "icount", floor)["syscall.null"]
+    assert beyond["verdict"]["kind"] == "better" and verdict_text(beyond["verdict"], beyond) == "-2.0%*"

@@ -102,3 +102,22 @@ def test_cite_refuses_what_is_not_a_results_file_in_one_line(tmp_path, capsys):
     assert "unknown rule no-such-rule" in capsys.readouterr().err
     assert main(["cite", "results/debug-cost.json", "--rule", "hz-1000-latency"]) == 2
     assert "measured none of the options of the rules hz-1000-latency" in capsys.readouterr().err
+
+
+def test_cite_sweep_cites_one_sweep_of_the_file(capsys):
+    """`cite --sweep LABEL`: a rule's figure quotes that sweep only, not every sweep of the file."""
+    from kernellab.cli import main
+    labels = [sweep["label"] for sweep in json.loads((ROOT / "results/costs.json").read_text())["sweeps"]]
+    assert len(labels) > 1
+    assert main(["cite", "results/costs.json", "--rule", "retpoline"]) == 0
+    every = capsys.readouterr().out
+    cited = [label for label in labels if label in every]
+    assert len(cited) > 1, every
+    assert main(["cite", "results/costs.json", "--rule", "retpoline", "--sweep", cited[-1]]) == 0
+    one = capsys.readouterr().out
+    assert cited[-1] in one and not any(label in one for label in labels if label != cited[-1])
+    assert len(one) < len(every)
+    assert main(["cite", "results/costs.json", "--sweep", "no such sweep"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no sweep 'no such sweep' in the results file: give one of" in err
+    assert repr(labels[0]) in err

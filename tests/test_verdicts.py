@@ -259,3 +259,44 @@ def test_csv_carries_each_cells_verdict_and_reason(case):
         assert r["verdict"] == expected[r["metric"]] == stored[r["metric"]]["kind"], r["metric"]
         assert r["reason"] == stored[r["metric"]]["reason"], r["metric"]
     assert {r["metric"] for r in rows if r["variant"] == "b"} == set(expected)
+
+
+def _sweep(mode: str, flips: dict[str, list[float]], baseline: list[float]) -> dict:
+    """A sweep's result as experiments/sweep.py writes it: each flip's effects judged by
+    report.model.judge_probes against the baseline's per-run medians."""
+    return kinds.get("sweep").stamp({
+        "mode": mode, "metrics": ["syscall.null"], "baseline": {"syscall.null": baseline[0]},
+        "builds": 0, "boots": 0, "wall_s": 1.0,
+        "flips": [{"option": option, "value": "y", "rebuild_objects": 1, "also_changed": [], "dropped": [],
+                   "effects": model.judge_probes({"syscall.null": baseline}, {"syscall.null": runs}, mode),
+                   "build_s": 0.0, "built": False, "copy_s": 0.0, "flaws": [], "not_affected": []}
+                  for option, runs in flips.items()]})
+
+
+def test_a_sweep_and_its_views_read_each_flips_verdict():
+    """A wall-mode flip that is clearly slower is a difference (before, a sweep's effects
+    never carried a significance and no view marked one); one that moves within its runs'
+    noise is no difference; the text and the HTML say what the stored verdict says."""
+    base = [100.0, 101.0, 99.0, 100.5, 99.5]
+    result = _sweep("wall", {"CONFIG_SLOW": [130.0, 131.0, 129.0, 130.5, 129.5],
+                             "CONFIG_SAME": [100.2, 99.2, 101.1, 99.8, 100.4]}, base)
+    kind, checked = kinds.read(json.loads(json.dumps(result)), "sweep")
+    slow, same = ({f["option"]: f["effects"]["syscall.null"] for f in checked["flips"]}[o]
+                  for o in ("CONFIG_SLOW", "CONFIG_SAME"))
+    assert slow["verdict"]["kind"] == "worse" and same["verdict"]["kind"] == "no difference"
+    text = kind.render(checked, "table")
+    (slow_line,) = [line for line in text.splitlines() if "CONFIG_SLOW=" in line and "%" in line]
+    (same_line,) = [line for line in text.splitlines() if "CONFIG_SAME=" in line and "%" in line]
+    assert "*" in slow_line and "worse" in slow_line
+    assert "*" not in same_line and "worse" not in same_line and "better" not in same_line
+    page = kind.render(checked, "html")
+    assert '"verdict":"worse"' in page.replace(" ", "") and '"verdict":"nodifference"' in page.replace(" ", "")
+
+
+def test_an_icount_sweep_judges_exactly_and_a_metric_the_mode_cannot_measure_is_not_compared():
+    result = _sweep("icount", {"CONFIG_X": [110.0]}, [100.0])
+    (effect,) = [f["effects"]["syscall.null"] for f in result["flips"]]
+    assert effect["verdict"]["kind"] == "worse" and "exact" in effect["verdict"]["how"]
+    blk = model.judge_probes({"blk.seq_read_direct": [100.0]}, {"blk.seq_read_direct": [50.0]}, "icount")["blk.seq_read_direct"]
+    assert blk["delta_pct"] is None and blk["verdict"]["kind"] == "not compared"
+    assert "not measured meaningfully in icount mode" in blk["verdict"]["reason"]

@@ -365,6 +365,11 @@ def _metrics(text: str) -> list[str]:
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
         raise LabError("--metric needs at least one metric name (see src/kernellab/metrics/metrics.toml)")
+    # The probes' own check, made before any variant is resolved: a typo costs no `make`.
+    from .metrics.catalog import describe
+    unknown = [m for m in metrics if describe(m, "").group == "other"]
+    if unknown:
+        raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
     return metrics
 
 
@@ -467,11 +472,14 @@ def cmd_cite(args: argparse.Namespace) -> int:
     if unknown:
         raise LabError(f"unknown rule {', '.join(unknown)}: see src/kernellab/knowledge/*.toml")
     source = str(args.results).removeprefix("./")
+    results = cite.only_sweeps(results, args.sweep)
     blocks = [(r, cite.evidence(r, results, source)) for r in rules if not args.rule or r.id in args.rule]
     found = [f"# rule {r.id} (src/kernellab/knowledge/{r.category}.toml)\n{b}\n" for r, b in blocks if b]
     if not found:
         raise LabError(f"{args.results} measured none of the options of "
-                       f"{'the rules ' + ', '.join(args.rule) if args.rule else 'any rule'}")
+                       f"{'the rules ' + ', '.join(args.rule) if args.rule else 'any rule'}"
+                       + (f" in the sweep{'s' if len(args.sweep) > 1 else ''} {'; '.join(args.sweep)}"
+                          if args.sweep else ""))
     sys.stdout.write("\n".join(found))
     return 0
 
@@ -954,6 +962,8 @@ def parser() -> argparse.ArgumentParser:
                  "(study run --format results), to paste into the rule files", cmd_cite)
     ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
     ci.add_argument("--rule", action="append", default=[], metavar="ID", help="only this rule (repeatable)")
+    ci.add_argument("--sweep", action="append", default=[], metavar="LABEL",
+                    help="only the sweep of the file with this label (repeatable; a wrong one lists the labels)")
 
     sh = command("show", "render any result kernellab wrote as JSON (compare, study run, sweep, bisect, audit, "
                  "noise-floor, size, profile: --format json; a results file: study run --format results)", cmd_show)

@@ -25,8 +25,7 @@ from ..config.dotconfig import format_config, parse_config
 from ..config.kconfig import open_tree
 from ..errors import LabError
 from ..guest import vulnerabilities
-from ..metrics.catalog import describe
-from ..stats import compare_samples
+from ..report.model import NoiseFloor, judge_probes
 from ..store import Store
 from . import floor, lab
 from .placement import Placement
@@ -215,11 +214,10 @@ def _record(store: Store, g: Group, baseline: Probe, probe: Probe, metrics: list
     g.dropped = [d["option"] for d in probe.dropped]
     g.build_s, g.built = probe.build.wall_s, not probe.build.cached
     g.flaws = [flaws for run_id in probe.run_ids if (flaws := store.run_vulnerabilities(run_id))]
-    for m in metrics:
-        if not baseline.runs[m] or not probe.runs[m]:
-            continue
-        g.effects[m] = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                       deterministic=mode.deterministic).to_dict()
+    measured = [m for m in metrics if baseline.runs[m] and probe.runs[m]]
+    g.effects = judge_probes({m: baseline.runs[m] for m in measured}, probe.runs, mode.name,
+                             NoiseFloor(floor_pct, "the audit's"))
+    for m in measured:
         if m in floor_pct:
             g.effects[m]["floor_pct"] = floor_pct[m]
 

@@ -25,7 +25,7 @@ from .. import __version__, datafile, modes, paths
 from ..errors import LabError
 from ..metrics.catalog import catalog
 from ..report import kinds
-from ..report.conclusion import NoiseFloor
+from ..report.model import NoiseFloor
 from ..report.noisefloor import NOISE_FLOOR
 from ..store import Store
 from . import lab, sweep

@@ -21,8 +21,7 @@ from ..config.dotconfig import differing
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..knowledge import flaws_by_option
-from ..metrics.catalog import describe
-from ..stats import compare_samples
+from ..report.model import judge_probes
 from ..store import Store
 from . import cluster_probe, executor, lab
 from .placement import Placement
@@ -37,7 +36,9 @@ class Flip:
     rebuild_objects: int          # objects a change of it, or of what it brings along, recompiles (blast radius)
     also_changed: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
-    effects: dict[str, dict[str, Any]] = field(default_factory=dict)   # metric -> comparison
+    # metric -> its comparison with the baseline and, under "verdict", whether the change
+    # counts (report.model's rule, the one every compare cell follows)
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     build_s: float = 0.0
     built: bool = False
     copy_s: float = 0.0           # the copy of a build tree the build needed first (kernellab.treepool)
@@ -114,10 +115,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                                              *vulnerabilities.built_by(touched)]))
             flip.not_affected = vulnerabilities.inactive(
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
-            for m in metrics:
-                c = compare_samples(baseline.runs[m], probe.runs[m], describe(m, "").better,
-                                    deterministic=mode.deterministic)
-                flip.effects[m] = c.to_dict()
+            flip.effects = judge_probes(baseline.runs, probe.runs, mode.name)
             results.append(flip)
             bar.advance()
 

@@ -10,9 +10,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import LabError
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import Rule
+
+
+def only_sweeps(results: dict[str, Any], labels: list[str]) -> dict[str, Any]:
+    """The results with only the sweeps named (all of them when none is): a rule cites the
+    one sweep that measured what it is about, not every sweep of the file."""
+    if not labels:
+        return results
+    known = [sweep["label"] for sweep in results["sweeps"]]
+    unknown = [label for label in labels if label not in known]
+    if unknown:
+        raise LabError(f"no sweep {unknown[0]!r} in the results file: give one of "
+                       + "; ".join(repr(label) for label in known))
+    return {**results, "sweeps": [sweep for sweep in results["sweeps"] if sweep["label"] in labels]}
 
 
 def evidence(rule: Rule, results: dict[str, Any], source: str) -> str | None:

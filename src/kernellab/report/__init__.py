@@ -55,14 +55,6 @@ def md_table(head: list[str], rows: list[list[str]], left: int = 3, notes: int =
     return out
 
 
-def within_floor(delta_pct: float, floor_pct: float | None) -> str | None:
-    """An exact change that code which never runs also causes is not an effect: said so,
-    or None when the change is larger than the floor (or no floor is known: 0 or None)."""
-    if not floor_pct or abs(delta_pct) > floor_pct:
-        return None
-    return f"within floor ({delta_pct:+.1f}%, floor {floor_pct:.1f}%)"
-
-
 def targets(report: dict[str, Any]) -> list[str]:
     """Each distinct target the runs were measured on, as one line."""
     seen: dict[str, None] = {}

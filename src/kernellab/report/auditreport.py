@@ -10,7 +10,9 @@ from typing import Any
 from .. import modes
 from ..config.audit import VERDICTS, AuditReport
 from ..guest import vulnerabilities
-from . import kinds, within_floor
+from . import kinds
+from .conclusion import pct_text, verdict_text
+from .model import DIFFERENCE
 
 
 def body(report: AuditReport, measured: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -84,16 +86,17 @@ def render_measured(m: dict[str, Any]) -> str:
 
 
 def effect_text(c: dict[str, Any] | None) -> str:
+    """A measured effect with its verdict (report.model, as every compare cell has), the
+    direction said in words where it is a difference; one written before effects carried
+    their verdict shows its change and interval, unjudged."""
     if c is None or c.get("delta_pct") is None:
         return "-"
-    d = c["delta_pct"]
-    if c.get("ci_low_pct") is None and (within := within_floor(d, c.get("floor_pct"))):
-        return within
-    interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]{'*' if c.get('significant') else ''}"
-                if c.get("ci_low_pct") is not None else "")
-    word = "" if c["direction"] in ("same", "") else f" {c['direction']}"
-    # Exact (icount) changes far below a percent still show their size, never "-0.00%".
-    return f"{d:+.2f}%{interval}{word}" if abs(d) >= 0.01 or d == 0 else f"{d:+.1e}%{interval}{word}"
+    v = c.get("verdict")
+    if v is None:
+        interval = (f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]" if c.get("ci_low_pct") is not None
+                    and c.get("ci_high_pct") is not None else "")
+        return pct_text(c["delta_pct"], 2) + interval
+    return verdict_text(v, c) + (f" {v['kind']}" if v["kind"] in DIFFERENCE else "")
 
 
 def _text(audit: dict[str, Any], view: kinds.View) -> str:

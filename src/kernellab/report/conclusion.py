@@ -193,16 +193,20 @@ def pct_text(pct: float, digits: int = 1) -> str:
 
 
 def delta_text(m: dict[str, Any], variant: str) -> str:
-    """A cell's Δ as the tables show it, its verdict in plain text: * a difference (better
-    or worse by the metric's direction), (Δ) not compared, no mark no difference; a change
-    within the noise floor said so; in wall mode the 95% interval."""
-    v = verdict_of(m, variant)
+    """A cell's Δ as the tables show it, its verdict in plain text (verdict_text)."""
+    return verdict_text(verdict_of(m, variant), m["comparison"].get(variant) or {})
+
+
+def verdict_text(v: Mapping[str, Any] | None, c: Mapping[str, Any]) -> str:
+    """A change and its verdict `v` (report.model) in plain text: * a difference (better or
+    worse by the metric's direction), (Δ) not compared, no mark no difference; a change
+    within the noise floor said so; where the statistics tested it, the 95% interval (`c`,
+    its comparison)."""
     if v is None or v["delta_pct"] is None:
         return "-"
     d = v["delta_pct"]
     if "floor_pct" in v:
         return f"within floor ({d:+.1f}%, floor {v['floor_pct']:.1f}%)"
-    c = m["comparison"].get(variant) or {}
     text = pct_text(d)
     if c.get("testable") and c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None:
         text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"

@@ -364,8 +364,7 @@ def sweep_page(result: dict[str, Any]) -> str:
             if c.get("delta_pct") is not None:
                 rows.append({"option": f"{f['option']}={f['value']}", "delta": c["delta_pct"],
                              "lo": c.get("ci_low_pct"), "hi": c.get("ci_high_pct"),
-                             "verdict": "significant" if c.get("significant") else
-                             ("exact" if c.get("ci_low_pct") is None else "not significant")})
+                             "verdict": c["verdict"]["kind"] if "verdict" in c else "not judged (an older file)"})
         rows.sort(key=lambda r: -abs(r["delta"]))
         order = [r["option"] for r in rows]
         data = _data(rows)

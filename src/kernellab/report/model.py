@@ -245,6 +245,31 @@ def judge(report: dict[str, Any], floor: NoiseFloor) -> dict[str, Any]:
     return report
 
 
+def judge_probes(ref_runs: Mapping[str, list[float]], other_runs: Mapping[str, list[float]], mode: str,
+                 floor: NoiseFloor = NoiseFloor()) -> dict[str, dict[str, Any]]:
+    """Two probes of one build tree (a sweep's baseline and a flip, an audit's baseline and
+    a group), each metric's per-run medians: metric -> its comparison, with under "verdict"
+    whether the change counts, by the rule every compare cell follows. A metric measured on
+    one side only, or not meaningfully in the mode, has no comparison: its delta is None."""
+    names = ("baseline", "probe")
+    metrics: list[dict[str, Any]] = []
+    for metric in ref_runs:
+        info = describe(metric, "")
+        values = {name: {"median": statistics.median(runs), "run_medians": list(runs), "runs": len(runs)}
+                  for name, runs in zip(names, (ref_runs[metric], other_runs.get(metric, [])), strict=True) if runs}
+        metrics.append({"name": metric, "clock": info.clock, "better": info.better,
+                        "valid_in_mode": info.valid_in(mode), "values": values})
+    comparisons = compare_variants(metrics, *names, mode)
+    # Probes build one after another in one tree: a build time of either is incremental.
+    variants = [{"name": name, "source": "", "arch": "", "build": {}} for name in names]
+    effects = {}
+    for m in metrics:
+        c = comparisons[m["name"]].to_dict() if m["name"] in comparisons else {"delta_pct": None, "direction": "same"}
+        effects[m["name"]] = {**c, "verdict": verdict(m, *names, c if m["name"] in comparisons else None, mode,
+                                                      floor.of(m["name"]), variants)}
+    return effects
+
+
 def verdict(m: dict[str, Any], ref: str, other: str, c: Mapping[str, Any] | None, mode: str, floor_pct: float,
             variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One cell's verdict: `other` against `ref` on metric `m`, given their comparison `c`

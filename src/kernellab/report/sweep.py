@@ -10,6 +10,8 @@ from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import fmt_value, kinds
 from .attribution import probe_build_s
+from .auditreport import effect_text
+from .conclusion import DELTA_LEGEND
 
 
 def sweep_text(r: dict[str, Any]) -> str:
@@ -20,12 +22,10 @@ def sweep_text(r: dict[str, Any]) -> str:
         ranked = sorted(r["flips"], key=lambda f: -abs(f["effects"][metric].get("delta_pct") or 0))
         for f in ranked:
             c = f["effects"][metric]
-            interval = (f" [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]%{'*' if c.get('significant') else ''}"
-                        if c.get("ci_low_pct") is not None else "")
-            delta = "-" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f}%"
             inactive = ("  inactive on the emulated CPU" if f.get("not_affected") and
                         vulnerabilities.wholly_inactive(f["flaws"], f["not_affected"]) else "")
-            lines.append(f"  {f['option']}={f['value']:<4} {delta:>9}{interval}  ({c['direction']}){inactive}")
+            lines.append(f"  {f['option']}={f['value']:<4} {effect_text(c):>9}{inactive}")
+    lines.append(DELTA_LEGEND)
     lines.append("\nwhat each flip really changed:")
     for f in r["flips"]:
         extra = f"; also {', '.join(f['also_changed'][:6])}" + (" ..." if len(f["also_changed"]) > 6 else "") \
