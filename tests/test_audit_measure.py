@@ -48,10 +48,10 @@ def test_the_table_says_how_it_was_measured_and_a_rerun_builds_nothing(lab, caps
     text = measure(lab, capsys, config)
     assert "measured by kernellab: " in text and "icount mode" in text and "1 run(s) per kernel" in text
     [row] = [line for line in text.splitlines() if line.startswith("debug-list ") and "syscall.null" in line]
-    assert "-0.99% better (debugging)" in row
+    assert "-1.0%* better (debugging)" in row
     assert "cost: 0 build(s), 0 boot(s)" in text
     html = measure(lab, capsys, config, "--format", "html")
-    assert "Measured by kernellab" in html and "-0.99% better (debugging)" in html
+    assert "Measured by kernellab" in html and "-1.0%* better (debugging)" in html
 
 
 def test_a_change_made_at_boot_is_measured_on_the_same_kernel_booted_with_its_parameter(lab, capsys, tmp_path,

@@ -16,7 +16,7 @@ from kernellab.store import Store
 def fake_lab(monkeypatch):
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(f"k-{p.spec.name}"))
-    monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
+    monkeypatch.setattr(lab, "initramfs_for", lambda p, workloads=(): Path("/nonexistent/initramfs-fake.cpio"))
 
 
 def run(tmp_path, noise_pct, mode="wall", runs=None, max_runs=None, log=lambda m: None, reuse=False):

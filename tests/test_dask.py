@@ -10,19 +10,49 @@ from pathlib import Path
 
 import pytest
 
-from fakes import patch_arches
+from fakes import LAB_ENVIRONMENT, point_worker
 from faults.test_kill import Kernellab, children, group_alive, query, wait_for
 
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture
-def cluster(lab):
-    """Two worker processes on this host, booting the fake QEMU; the fake lab's cache."""
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _start_cluster():
+    """Two worker processes on this host, which can import the tests' fakes."""
     local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(local)
-    client.run(sys.path.insert, 0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + "/tests")
-    client.run(patch_arches, str(lab.qemu))
+    client.run(sys.path.insert, 0, TESTS)
+    return local, client
+
+
+@pytest.fixture(scope="module")
+def shared_cluster():
+    """One cluster for the module's tests that neither kill a worker nor leave anything in
+    its environment: starting one costs seconds of CPU."""
+    local, client = _start_cluster()
+    yield local, client
+    client.close()
+    local.close()
+
+
+def _point_workers(client, lab):
+    client.run(point_worker, {name: os.environ.get(name) for name in LAB_ENVIRONMENT}, os.getcwd(), str(lab.qemu))
+
+
+@pytest.fixture
+def cluster(lab, shared_cluster):
+    """The module's workers, booting this test's fake QEMU with its fake lab's cache."""
+    _point_workers(shared_cluster[1], lab)
+    return shared_cluster
+
+
+@pytest.fixture
+def own_cluster(lab):
+    """A cluster of this test's own: for a test that kills a worker or sets its environment."""
+    local, client = _start_cluster()
+    _point_workers(client, lab)
     yield local, client
     client.close()
     local.close()
@@ -52,8 +82,8 @@ def test_icount_figures_from_the_cluster_are_the_local_ones(lab, capsys, cluster
                                              " GROUP BY run_id, seq HAVING count(*) > 1)") == [(0,)]
 
 
-def test_a_worker_killed_mid_boot_costs_a_lost_run_and_the_task_runs_again(lab, cluster, tmp_path):
-    local, client = cluster
+def test_a_worker_killed_mid_boot_costs_a_lost_run_and_the_task_runs_again(lab, own_cluster, tmp_path):
+    local, client = own_cluster
     kl = Kernellab(lab)
     # The first guest hangs after 5 samples: its worker is then killed, mid-boot. (QEMU runs
     # on the workers: the setting goes to their environment.)
@@ -91,7 +121,11 @@ def test_a_scheduler_on_another_host_is_reached_only_over_tls(address):
     _check_address("tcp://127.0.0.1:8786")
 
 
-def test_an_unreachable_scheduler_is_one_line(lab, capsys):
+def test_an_unreachable_scheduler_is_one_line(lab, capsys, monkeypatch):
+    # A refused connection is tried again until the client's timeout (kernellab's 10 s):
+    # one second says the same here.
+    real = distributed.Client
+    monkeypatch.setattr(distributed, "Client", lambda address, timeout: real(address, timeout="1s"))
     assert lab.main("compare", "a=tinyconfig", "--cluster", "tcp://127.0.0.1:9") == 2
     err = capsys.readouterr().err
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in err and "Traceback" not in err
@@ -166,10 +200,10 @@ def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culpri
     assert remote["boots"] == here["boots"] and remote["builds"] > 0 == here["builds"]
 
 
-def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab, cluster, tmp_path):
+def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab, own_cluster, tmp_path):
     """Wall-mode boots all run on one worker, to compare fairly: when it dies they cannot
     go on elsewhere, so the command stops, its runs marked lost, what finished kept."""
-    local, client = cluster
+    local, client = own_cluster
     kl = Kernellab(lab)
     client.run(os.environ.__setitem__, "FAKE_QEMU_HANG_AFTER", f"5:{tmp_path / 'hung-once'}")
     started = kl.start("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--mode", "wall",

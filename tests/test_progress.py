@@ -105,7 +105,7 @@ def test_the_metric_count_follows_the_runs_options():
 def test_compare_shows_its_runs_on_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(f"k-{p.spec.name}"))
-    monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
+    monkeypatch.setattr(lab, "initramfs_for", lambda p, workloads=(): Path("/nonexistent/initramfs-fake.cpio"))
     seen: list[str] = []
 
     def script(cmdline):

@@ -315,7 +315,7 @@ def test_audit_takes_the_running_kernels_config(capsys):
         assert "not in /proc/config.gz" in capsys.readouterr().err
         return
     assert main(["audit", "running", "--profile", "virtual-guest", "--format", "json"]) == 0
-    assert any(r["rule"] == "psi" for r in json.loads(capsys.readouterr().out))
+    assert any(r["rule"] == "psi" for r in json.loads(capsys.readouterr().out)["findings"])
 
 
 def test_a_variant_of_a_kernel_kernellab_has_no_source_for_asks_for_one():

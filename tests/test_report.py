@@ -48,7 +48,7 @@ def report(tmp_path, monkeypatch):
         spec, "CONFIG_X=y\n" if spec.name == "a" else "# CONFIG_UNIX is not set\n"))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build(
         f"k-{p.spec.name}", 2048 if p.spec.name == "a" else 2100))
-    monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
+    monkeypatch.setattr(lab, "initramfs_for", lambda p, workloads=(): Path("/nonexistent/initramfs-fake.cpio"))
     exp = Experiment("t", [parse_short("a=lab-minimal"),
                            parse_short("b=lab-minimal+debug-kernel+boot:mitigations=off+sysctl:vm.swappiness=10")])
     how = compare.plan(exp, None, None, None, 60.0)
@@ -174,7 +174,7 @@ def test_timer_latency_is_left_out_under_icount_with_more_than_one_vcpu(tmp_path
         return labfakes.BOOT + labfakes.agent_lines({"syscall.null": NULL["a"], "lat.timer_p99": [20_000.0] * 3})
     monkeypatch.setattr(lab, "prepare", lambda spec, machine=None: labfakes.prepared(spec, "CONFIG_X=y\n"))
     monkeypatch.setattr(lab, "ensure_built", lambda p, store, log=None, cold=False: labfakes.build("k", 2048))
-    monkeypatch.setattr(lab, "initramfs_for", lambda p: Path("/nonexistent/initramfs-fake.cpio"))
+    monkeypatch.setattr(lab, "initramfs_for", lambda p, workloads=(): Path("/nonexistent/initramfs-fake.cpio"))
     exp = Experiment("t", [parse_short("one=lab-minimal"), parse_short("two=lab-minimal+vcpus:2")])
     how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount"),
                        target=lambda p, b: labfakes.FakeTarget(two_metrics))

@@ -297,6 +297,7 @@ def test_an_icount_sweep_judges_exactly_and_a_metric_the_mode_cannot_measure_is_
     result = _sweep("icount", {"CONFIG_X": [110.0]}, [100.0])
     (effect,) = [f["effects"]["syscall.null"] for f in result["flips"]]
     assert effect["verdict"]["kind"] == "worse" and "exact" in effect["verdict"]["how"]
-    blk = model.judge_probes({"blk.seq_read_direct": [100.0]}, {"blk.seq_read_direct": [50.0]}, "icount")["blk.seq_read_direct"]
+    metric = "blk.seq_read_direct"
+    blk = model.judge_probes({metric: [100.0]}, {metric: [50.0]}, "icount")[metric]
     assert blk["delta_pct"] is None and blk["verdict"]["kind"] == "not compared"
     assert "not measured meaningfully in icount mode" in blk["verdict"]["reason"]

@@ -3,12 +3,15 @@ kernellab's cache as `dpkg-deb -x` would, by kernellab.archive (which lets nothi
 package write outside the directory it unpacks into). Nothing is installed (a kernel
 package's hooks would write /boot and run update-initramfs) and no root privileges are needed.
 
-Used for Debian's prebuilt kernels (kernellab.prebuilt) and for the tests' ssh guest.
+Used for Debian's prebuilt kernels (kernellab.prebuilt), the workloads' guest userland
+(kernellab.userland, through a private view of another architecture's packages: `private`)
+and for the tests' ssh guest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -26,13 +29,60 @@ def run(argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
 
 
-def _checked(argv: list[str], cwd: Path | None = None) -> str:
+def _checked(argv: list[str], cwd: Path | None = None, advice: str = "run `apt-get update` if the package "
+             "is not known") -> str:
     result = run(argv, cwd)
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         why = lines[-1] if lines else f"exit {result.returncode}"
-        raise LabError(f"`{' '.join(argv)}` failed: {why}; run `apt-get update` if the package is not known")
+        shown = " ".join(a for a in argv if not a.startswith("-o"))   # a private view's options are noise
+        raise LabError(f"`{shown}` failed: {why}; {advice}")
     return result.stdout
+
+
+# A Debian package's name (Debian Policy 5.6.1): it also keeps a name from reading as an option.
+PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
+def private(debian_arch: str, state: Path) -> list[str]:
+    """apt's options for a view of Debian's packages for `debian_arch` alone, kept in
+    `state`: the host's sources and keys, but its own package lists, cache and an empty
+    list of installed packages. The host's dpkg architectures and apt state stay untouched
+    (no `dpkg --add-architecture`), and no root privileges are needed."""
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    status = state / "status"
+    if not status.exists():
+        status.touch()
+    return ["-o", f"APT::Architecture={debian_arch}", "-o", f"APT::Architectures={debian_arch}",
+            "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
+            "-o", f"Dir::State::status={status}",
+            # The files are ours: apt need not drop to its _apt user, who cannot write them.
+            "-o", "APT::Sandbox::User=root",
+            # Only the Packages indexes: no translations, no AppStream metadata.
+            "-o", "Acquire::Languages=none", "-o", "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false",
+            "-o", "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false",
+            "-o", "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"]
+
+
+def has_lists(state: Path) -> bool:
+    """Whether a private view (`private`) has its package lists."""
+    return any((state / "lists").glob("*_Packages*"))
+
+
+def update(options: Sequence[str]) -> None:
+    """`apt-get update` of a private view: its package lists, fetched from the host's sources."""
+    _checked(["apt-get", *options, "update"], advice="check the network and the host's apt sources")
+
+
+def recursive_depends(packages: Sequence[str], options: Sequence[str] = ()) -> str:
+    """`apt-cache depends --recurse` of `packages`: Depends and Pre-Depends only, as apt prints them."""
+    bad = [p for p in packages if not PACKAGE_NAME.fullmatch(p)]
+    if bad:
+        raise LabError(f"{bad[0]!r} is not a Debian package name (lower-case letters, digits, '+', '-', '.')")
+    return _checked(["apt-cache", *options, "depends", "--recurse", "--no-recommends", "--no-suggests",
+                     "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances", *packages],
+                    advice="check the package names (`apt-cache search NAME`)")
 
 
 def depends(package: str) -> list[str]:
@@ -47,11 +97,12 @@ def _by_name(where: Path) -> dict[str, Path]:
     return {p.name.split("_")[0]: p for p in where.glob("*.deb")}
 
 
-def download(packages: Sequence[str], where: Path) -> dict[str, Path]:
-    """name -> its .deb in `where`, downloaded only if `where` has none of that name."""
+def download(packages: Sequence[str], where: Path, options: Sequence[str] = ()) -> dict[str, Path]:
+    """name -> its .deb in `where`, downloaded only if `where` has none of that name.
+    `options`: a private view's (`private`)."""
     missing = [name for name in packages if name not in _by_name(where)]
     if missing:
-        _checked(["apt-get", "download", *missing], cwd=where)
+        _checked(["apt-get", *options, "download", *missing], cwd=where)
     found = _by_name(where)
     lost = [name for name in packages if name not in found]
     if lost:

@@ -38,6 +38,7 @@ from . import (
     reaper,
     sources,
     toolchain,
+    userland,
     workloads,
 )
 from .build import build_key, build_tree, cached_build, record_objects_late
@@ -115,12 +116,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
+    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before the gate's rules
     rules = _gate_rules(args)
     if rules:   # before anything is measured: a gate with nothing to compare never passes
         gate.need_a_comparison(len(exp.variants))
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
-    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args))
+    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args),
+                       run_workloads)
     with _cluster(args) as cluster:
         report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
                             else executor.run_experiment(exp, store, how, cluster, log=_log))
@@ -136,7 +139,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _gate_rules(args: argparse.Namespace) -> list[gate.Rule]:
     """The gate's rules, checked before anything is measured."""
-    rules = list(args.fail_on or [])
+    rules = [_workload_rule(r) if isinstance(r, str) else r for r in args.fail_on or []]
     if args.fail_on_regression is not None:
         rules.append(gate.regression_rule(args.fail_on_regression))
     if args.format == "junit" and not rules:
@@ -366,11 +369,8 @@ def _metrics(text: str) -> list[str]:
     if not metrics:
         raise LabError("--metric needs at least one metric name (see src/kernellab/metrics/metrics.toml)")
     # The probes' own check, made before any variant is resolved: a typo costs no `make`.
-    from .metrics.catalog import describe
-    unknown = [m for m in metrics if describe(m, "").group == "other"]
-    if unknown:
-        raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
-    return metrics
+    from .metrics.catalog import check_known
+    return check_known(metrics)
 
 
 @contextlib.contextmanager
@@ -484,9 +484,24 @@ def cmd_cite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_report_workloads(document: Any) -> None:
+    """A compare report's workload metrics (WORKLOAD.METRIC), as it describes them, into the
+    catalog: a --fail-on rule may name them as it names the catalog's own."""
+    from .metrics import catalog
+    rows = document.get("metrics") if isinstance(document, dict) else None
+    for m in rows if isinstance(rows, list) else []:
+        if isinstance(m, dict) and m.get("source") == "workload":
+            try:
+                catalog.add_workload_metrics([catalog.Metric(m["name"], m["label"], m["unit"], m["better"],
+                                                             catalog.WORKLOAD_GROUP, "guest", "workload")])
+            except (KeyError, TypeError, ValueError):
+                continue   # not a metric kernellab wrote: a rule on it is refused as unknown
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Any result kernellab wrote, by its kind (report/kinds.py); only a compare report is gated."""
     document = kinds.load_json(Path(args.report))
+    _register_report_workloads(document)
     rules = _gate_rules(args)
     kind = kinds.identify(document, args.report)
     if rules and not kind.gated:
@@ -584,6 +599,16 @@ def cmd_workload_show(args: argparse.Namespace) -> int:
 
 def cmd_workload_check(args: argparse.Namespace) -> int:
     print("\n".join(workload_view.check_lines(args.file, args.sample)))
+    return 0
+
+
+def cmd_workload_userland(args: argparse.Namespace) -> int:
+    instances = [workloads.resolve(spec) for spec in args.workload]
+    built = userland.assemble(instances, arches.load(args.arch or DEFAULT_ARCH), args.compression, args.refresh)
+    if args.format == "json":
+        sys.stdout.write(_json(userland.summary(built)))
+        return 0
+    print("\n".join(userland.lines(built)))
     return 0
 
 
@@ -750,11 +775,23 @@ def _agent_metric(text: str) -> str:
     return text
 
 
-def _rule(text: str) -> gate.Rule:
+def _rule(text: str) -> gate.Rule | str:
+    """A --fail-on rule; a rule on a metric the catalog does not know yet, named as a
+    workload's (WORKLOAD.METRIC), is read once the command has resolved its workloads
+    (_workload_rule), whatever the order of the options."""
     try:
         return gate.parse_rule(text)
     except ValueError as exc:
+        if str(exc).startswith("unknown metric") and "." in text.partition(":")[0]:
+            return text
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _workload_rule(text: str) -> gate.Rule:
+    try:
+        return gate.parse_rule(text)
+    except ValueError as exc:
+        raise LabError(f"--fail-on: {exc}, nor a metric of a --workload given") from None
 
 
 def _percent(text: str) -> float:
@@ -867,7 +904,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--with", dest="with_groups", action="append", metavar="GROUP",
                    help="run an opt-in group of metrics too: net (a data server under load; seconds per boot)")
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
-                   help="seconds before a guest counts as hung")
+                   help="seconds before a guest counts as hung (each workload's own timeout is added)")
+    c.add_argument("--workload", action="append", metavar="SPEC",
+                   help="run a real program too, after the agent's tables: a shipped workload with its parameters "
+                        "(fio:rw=read,bs=1M) or your own FILE.toml; its metrics are WORKLOAD.METRIC (repeatable; "
+                        "see docs/workloads.md; study, sweep and bisect do not take it yet)")
     target_opts(c)
     cluster_opts(c)
     format_opt(c, *kinds.get("compare").formats)   # each kind of result's formats: report/kinds.py
@@ -1009,7 +1050,8 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sr, *studyreport.STUDY.formats)
     sr.add_argument("--output", "-o", help="write the report to a file")
 
-    wl = sub.add_parser("workload", help="real programs as data files (fio, redis, your own): list, show, check")
+    wl = sub.add_parser("workload", help="real programs as data files (fio, redis, your own): list, show, check, "
+                                         "userland")
     wl_sub = wl.add_subparsers(dest="workload_command", required=True)
     wll = command("list", "the workloads kernellab ships: fixed work or timed, packages, what each runs",
                   cmd_workload_list, wl_sub)
@@ -1023,6 +1065,16 @@ def parser() -> argparse.ArgumentParser:
                   cmd_workload_check, wl_sub)
     wlc.add_argument("file", metavar="FILE", help="the workload's .toml file (or a name), then :key=value,...")
     wlc.add_argument("--sample", metavar="OUTPUT", help="read this output of the program instead of the file's samples")
+    wlu = command("userland", "assemble the guest's programs for workloads from Debian's packages (cached): "
+                  "what it kept", cmd_workload_userland, wl_sub)
+    wlu.add_argument("workload", nargs="+", metavar="NAME|FILE", help="workloads, as for `workload show`")
+    wlu.add_argument("--arch", type=_given, default=None,
+                     help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
+    wlu.add_argument("--compression", choices=("gzip", "none"), default="gzip",
+                     help="of the cpio segment (default gzip; none for a kernel without CONFIG_RD_GZIP)")
+    wlu.add_argument("--refresh", action="store_true",
+                     help="fetch apt's package lists and the packages again instead of using the cached ones")
+    format_opt(wlu, "table", "json")
 
     ca = sub.add_parser("cache", help="what kernellab's cache holds (sources, build trees, artifacts, images) "
                                       "and pruning it")

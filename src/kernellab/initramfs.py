@@ -1,5 +1,9 @@
 """A minimal initramfs: the agent as /init, in the kernel's `newc` cpio format, with the
-kernel modules it loads before measuring (a prebuilt kernel's, see kernellab.prebuilt).
+kernel modules it loads before measuring (a prebuilt kernel's, see kernellab.prebuilt)
+and the files of the workloads it runs (kernellab/workloads and the user's own programs,
+see kernellab.guest.workloads). More segments (the workloads' userland from Debian's
+packages) are appended to it by `with_segments`: the kernel unpacks concatenated cpio
+archives one after the other.
 
 Written directly (the format is a fixed ASCII header per entry) so that no root
 privileges, cpio binary or device nodes are needed, and the archive is byte-identical
@@ -9,7 +13,8 @@ for the same agent: mtimes and inode numbers are fixed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import paths
@@ -36,9 +41,11 @@ def build_cpio(files: dict[str, tuple[int, bytes]]) -> bytes:
     return out + _entry(_TRAILER, 0, b"", 0)
 
 
-def agent_initramfs(init_binary: Path, modules: Sequence[tuple[str, bytes]] = ()) -> Path:
+def agent_initramfs(init_binary: Path, modules: Sequence[tuple[str, bytes]] = (),
+                    extra: Mapping[str, tuple[int, bytes]] | None = None) -> Path:
     """The cpio with `init_binary` as /init, cached by its content. `modules`: (name, .ko)
-    in load order, which the file names keep (01-af_alg.ko, 02-...)."""
+    in load order, which the file names keep (01-af_alg.ko, 02-...). `extra`: more files,
+    archive path -> (mode, content), such as the workloads'."""
     data = init_binary.read_bytes()
     files = {"init": (0o100755, data), "dev": (0o040755, b""), "proc": (0o040755, b""),
              "sys": (0o040755, b""), "tmp": (0o041777, b"")}
@@ -48,9 +55,40 @@ def agent_initramfs(init_binary: Path, modules: Sequence[tuple[str, bytes]] = ()
         for i, (name, ko) in enumerate(modules, start=1):
             files[f"{MODULES_DIR}/{i:02d}-{name}.ko"] = (0o100644, ko)
             digest.update(f"\0{name}\0".encode() + hashlib.sha256(ko).digest())
+    for path, (mode, content) in sorted((extra or {}).items()):
+        if path in files:
+            raise ValueError(f"initramfs: {path} is the agent's own")
+        files[path] = (mode, content)
+        digest.update(f"\1{path}\0{mode:o}\0".encode() + hashlib.sha256(content).digest())
     target = paths.cache_dir("initramfs") / f"{digest.hexdigest()[:20]}.cpio"
     if not target.exists():
-        tmp = target.with_suffix(".tmp")
+        tmp = _private_tmp(target)
         tmp.write_bytes(build_cpio(files))
         tmp.replace(target)
     return target
+
+
+def with_segments(initrd: Path, segments: Sequence[Path]) -> Path:
+    """`initrd` with each of `segments` (cpio archives) appended, cached by their contents."""
+    if not segments:
+        return initrd
+    parts = [initrd, *segments]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part.read_bytes()).digest())
+    target = paths.cache_dir("initramfs") / f"{digest.hexdigest()[:20]}.cpio"
+    if not target.exists():
+        tmp = _private_tmp(target)
+        with tmp.open("wb") as out:
+            for part in parts:
+                data = part.read_bytes()
+                out.write(data + b"\0" * (-len(data) % 4))
+        tmp.replace(target)
+    return target
+
+
+def _private_tmp(target: Path) -> Path:
+    """Where this process writes `target` before renaming it into place: its own name, so
+    that two processes making the same archive at once (two Dask workers, two commands)
+    never rename each other's half-written file."""
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")

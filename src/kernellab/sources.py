@@ -11,6 +11,7 @@ commit in kernellab's cache, one per commit.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -132,7 +133,14 @@ def _tarball(spec: str, path: Path) -> Source:
 def _local(spec: str, tree: Path) -> Source:
     if not (tree / "Makefile").exists() or not (tree / "Kconfig").exists():
         raise LabError(f"{tree} is not a kernel source tree (no top-level Makefile and Kconfig)")
-    return Source(spec, "path", _kernelversion(tree), _tree_hash(tree), tree)
+    content_hash = _tree_hash(tree)
+    return Source(spec, "path", _tree_version(tree, content_hash), content_hash, tree)
+
+
+@functools.cache
+def _tree_version(tree: Path, content_hash: str) -> str:
+    """`make kernelversion` once per tree and content: an edit of the Makefile changes the hash."""
+    return _kernelversion(tree)
 
 
 # -- tarballs (Debian's and any other) -------------------------------------------------

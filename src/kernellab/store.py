@@ -25,7 +25,7 @@ from . import reaper
 from .errors import LabError
 from .guest import vulnerabilities
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # SQLite's integers: an id or a limit beyond them names no row (and would overflow).
 _MAX_SQL_INT = 2**63 - 1
 # What a store must have to be kernellab's (any version): anything else is someone else's file.
@@ -63,6 +63,15 @@ CREATE TABLE unavailable (
 CREATE TABLE logs (
     id INTEGER PRIMARY KEY, run_id INTEGER, build_key TEXT, kind TEXT, text TEXT);
 """
+
+# What a run's workloads were (schema 4): the program, its version when known and its argv
+# (provenance, JSON), how it ended and in how much guest time.
+WORKLOADS_TABLE = """
+CREATE TABLE IF NOT EXISTS workloads (
+    id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), label TEXT, provenance TEXT,
+    status TEXT, reason TEXT, elapsed_s REAL);
+"""
+SCHEMA += WORKLOADS_TABLE
 
 # Log kinds that schema 1 used for what now has columns and tables of its own.
 _V1_MOVED_KINDS = ("options", "initramfs", "clocksource", "not-available")
@@ -117,6 +126,11 @@ def _migrate_2_to_3(db: sqlite3.Connection) -> None:
     db.execute("CREATE UNIQUE INDEX IF NOT EXISTS samples_seq ON samples(run_id, seq)")
 
 
+def _migrate_3_to_4(db: sqlite3.Connection) -> None:
+    """Schema 3 had no workloads: their table, empty."""
+    db.execute(WORKLOADS_TABLE)
+
+
 # The fault suite's hook (tests/faults): the Nth sample this process writes dies in the
 # middle of its transaction, as a kill -9 timed by luck would.
 _KILL_AT_SAMPLE = int(os.environ.get("KERNELLAB_FAULT_KILL_AT_SAMPLE", "0") or 0)
@@ -134,7 +148,8 @@ def _me() -> str:
     return f"{os.getpid()} {reaper.start_time(os.getpid())}"
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
+                                                              3: _migrate_3_to_4}
 
 
 class Store:
@@ -323,6 +338,12 @@ class Store:
                      " clocksource=coalesce(?, clocksource) WHERE id=?",
                      (status, reason, time.time(), agent_version, clocksource, run_id))
 
+    def add_workload(self, run_id: int, label: str, provenance: dict[str, Any], status: str, reason: str,
+                     elapsed_s: float | None) -> None:
+        """How one workload of the run ended, with what it ran (program, version, argv)."""
+        self._commit("INSERT INTO workloads (run_id, label, provenance, status, reason, elapsed_s)"
+                     " VALUES (?,?,?,?,?,?)", (run_id, label, json.dumps(provenance), status, reason, elapsed_s))
+
     def set_target_info(self, run_id: int, target_info: dict[str, Any]) -> None:
         """What the target learned by the end of a run (a machine's load average after)."""
         self._commit("UPDATE runs SET target_info=? WHERE id=?", (json.dumps(target_info), run_id))
@@ -384,6 +405,19 @@ class Store:
                            f" AND status NOT IN ({','.join('?' * len(unless))}) ORDER BY id LIMIT 1",
                            (target, key, value, *unless))
         return int(rows[0]["id"]) if rows else None
+
+    def run_workloads(self, run_id: int) -> list[dict[str, Any]]:
+        """The run's workloads, in the order they ran: label, provenance, status, reason, elapsed_s."""
+        out = []
+        for row in self._query("SELECT label, provenance, status, reason, elapsed_s FROM workloads"
+                               " WHERE run_id=? ORDER BY id", (run_id,)):
+            try:
+                provenance = json.loads(row["provenance"])
+            except (TypeError, ValueError):
+                raise self._damaged(run_id, "workloads.provenance", row["provenance"]) from None
+            out.append({"label": row["label"], "provenance": provenance, "status": row["status"],
+                        "reason": row["reason"], "elapsed_s": row["elapsed_s"]})
+        return out
 
     def run_logs(self, run_id: int, kind: str) -> list[str]:
         if not -_MAX_SQL_INT <= run_id <= _MAX_SQL_INT:

@@ -8,6 +8,8 @@ resolved config, and the compiler's version text is part of every build key.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import shutil
 import subprocess
@@ -78,7 +80,24 @@ def _llvm_arches() -> list[str]:
 
 
 def _version_text(cc: str) -> str:
+    return _version_of(cc, file_identity(shutil.which(cc)))
+
+
+@functools.cache
+def _version_of(cc: str, identity: str) -> str:
+    """`cc --version` once per compiler file: an upgrade or another PATH is another file."""
     return run_checked([cc, "--version"], what=f"{cc} --version").splitlines()[0].strip()
+
+
+def file_identity(path: str | None) -> str:
+    """Which file a tool is, and which version of it (an upgrade replaces the file)."""
+    try:
+        st = os.stat(path) if path is not None else None
+    except OSError:
+        st = None
+    if path is None or st is None:
+        return "absent"
+    return f"{os.path.realpath(path)} {st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
 
 
 def make_vars(profile: ArchProfile, toolchain: Toolchain, use_ccache: bool = False) -> list[str]:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from kernellab import initramfs, userland
+
 FAKES = Path(__file__).resolve().parent
 KERNEL_TREE = FAKES / "kernel"
 FAKE_QEMU = FAKES / "qemu" / "qemu-system-x86_64"
@@ -76,9 +78,10 @@ SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "no
 
 
 def patch_arches(binary: str) -> None:
-    """use_fake_qemu for a process of its own (a Dask worker): no monkeypatch to undo it."""
+    """use_fake_qemu for a process of its own (a Dask worker): no monkeypatch to undo it.
+    Again in the same process, the last binary counts (the profile loader is wrapped once)."""
     from kernellab import arches
-    real_load = arches.load
+    real_load = getattr(arches, "_unpatched_load", arches.load)
 
     def load(name):
         profile = real_load(name)
@@ -86,7 +89,27 @@ def patch_arches(binary: str) -> None:
             profile = dataclasses.replace(profile, qemu=dataclasses.replace(profile.qemu, binary=binary))
         return profile
 
+    arches._unpatched_load = real_load
     arches.load = load
+
+
+# What a test's fake lab sets in the environment (fake_lab), and what the fault tests set
+# for the fake QEMU: a worker shared between tests takes each test's own (point_worker).
+LAB_ENVIRONMENT = ("KERNELLAB_CACHE", "XDG_STATE_HOME", "KERNELLAB_FAKE_PYTHON", "FAKE_QEMU_SIGNAL_PARENT",
+                   "FAKE_QEMU_HANG_AFTER")
+
+
+def point_worker(environment: dict[str, str | None], cwd: str, qemu: str) -> None:
+    """A Dask worker process set as this test's process is: its fake lab's environment
+    (None: unset), its current directory and its fake QEMU."""
+    import os
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    os.chdir(cwd)
+    patch_arches(qemu)
 
 
 def use_fake_qemu(monkeypatch, binary: Path) -> None:
@@ -131,6 +154,12 @@ def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None) -> FakeLab
     qemu.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_QEMU}" "$@"\n')
     qemu.chmod(0o755)
     use_fake_qemu(monkeypatch, qemu)
+    # The fake QEMU runs the agent on this machine, with this machine's programs: a guest's
+    # userland from Debian's packages (kernellab.userland, tested with a fake apt in
+    # tests/test_userland.py) would never be looked at, and must not be downloaded.
+    empty = tmp_path / "userland.cpio"
+    empty.write_bytes(initramfs.build_cpio({}))
+    monkeypatch.setattr(userland, "segment", lambda instances, profile, compression="gzip": empty)
     return FakeLab(tmp_path, KERNEL_TREE, cache, tmp_path / "lab.sqlite", qemu)
 
 

@@ -237,7 +237,7 @@ def test_mutated_reports_are_shown_refused_or_gated_never_a_traceback(env, tmp_p
     fuzz(tmp_path, capsys, report, ["table", "markdown", "csv", "json", "junit"], True, count, 29)
 
 
-@pytest.mark.parametrize("count", counts(10, MUTATIONS // 4))
+@pytest.mark.parametrize("count", counts(20, MUTATIONS // 4))
 def test_mutated_study_reports_are_shown_or_refused(env, tmp_path, capsys, study_made, count):
     study = json.loads(study_made.read_text())
     fuzz(tmp_path, capsys, study, ["table", "markdown", "json", "results"], False, count, 5)

@@ -31,6 +31,7 @@ struct options {
 	long block_mb;
 	long alloc_cap_mb;
 	long profile;          /* KL_PROFILE: 1 sends the tick profiler's counters */
+	const char *workloads; /* the workloads file (workload.c); NULL: none */
 };
 
 enum kind {

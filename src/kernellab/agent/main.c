@@ -22,7 +22,8 @@
  * memory changed: net.*, mem.alloc_max, blk.*, file.*; and before sysfs.*,
  * whose walk of /sys fills the dentry and inode caches) and a t=meta
  * key=fine_timers.GROUP before the groups that sleep to deadlines (lat.*,
- * net.*: harness.h), then one t=meta key=vulnerability.NAME per file of
+ * net.*: harness.h), then the workloads' t=wl_* records (workload.c), then
+ * one t=meta key=vulnerability.NAME per file of
  * /sys/devices/system/cpu/vulnerabilities, and last t=end records=<number
  * of records before it>.
  *
@@ -42,6 +43,7 @@
  *              (pid1.h)
  *   util.c     helpers the groups share: children, files, buffers (util.h)
  *   profile.c  KL_PROFILE: the kernel tick profiler's counters (profile.h)
+ *   workload.c KL_WORKLOADS: real programs the host asks for (workload.h)
  *   syscall.c ipc.c proc.c fs.c mem.c crypto.c irq.c latency.c net.c blk.c
  *   file.c
  *   sysfs.c
@@ -68,6 +70,9 @@
  *   KL_FILE_MB       file.*: MiB moved per sample (the whole file)
  *   KL_PROFILE       1: the kernel tick profiler's counters, reset before the
  *                    suite and sent after it (profile.c; needs profile=N)
+ *   KL_WORKLOADS     local mode: the file of workloads to run after the
+ *                    suite (workload.c); PID-1 mode reads
+ *                    /kernellab/workloads when the initramfs has it
  * Local mode also accepts --repeats N --target-us N --only a,b --with net --idle-ms N
  * --block-dev PATH, which override the environment.
  */
@@ -89,6 +94,7 @@
 #include "profile.h"
 #include "record.h"
 #include "util.h"
+#include "workload.h"
 
 #define MAX_TARGET_US 10000000L
 #define MAX_IDLE_MS 60000L
@@ -266,6 +272,7 @@ static void run_suite(const struct options *o, const char *workdir)
 	}
 	if (profiling)
 		profile_report();
+	run_workloads(o->workloads, workdir);
 	report_vulnerabilities();
 
 	emit("t=end records=%lu", records_emitted());
@@ -305,6 +312,8 @@ static void options_from_env(struct options *o)
 		o->alloc_cap_mb = parse_long("KL_ALLOC_CAP_MB", v, ALLOC_CAP_MB);
 	if ((v = getenv("KL_PROFILE")))
 		o->profile = parse_long("KL_PROFILE", v, 1);
+	if ((v = getenv("KL_WORKLOADS")) && *v && !pid1)
+		o->workloads = v;
 }
 
 static void options_from_argv(struct options *o, int argc, char **argv)
@@ -359,6 +368,8 @@ int main(int argc, char **argv)
 		workdir = init_system();
 		load_modules(); /* a prebuilt kernel's: the scratch disk's driver may be one */
 		options_from_env(&o);
+		if (access(WORKLOADS_PID1_FILE, R_OK) == 0)
+			o.workloads = WORKLOADS_PID1_FILE;
 		if (!o.block_dev)
 			o.block_dev = find_scratch_disk();
 		file_setup(); /* KL_FS: mounts the file system the host made */

@@ -8,11 +8,13 @@ survive ("asked CONFIG_FOO=y, got n").
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import lzma
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,7 +25,7 @@ from ..arches import ArchProfile
 from ..errors import LabError
 from ..locks import locked
 from ..sources import Source
-from ..toolchain import Toolchain, make_vars
+from ..toolchain import LLVM_TOOLS, Toolchain, file_identity, make_vars
 from .dotconfig import Setting, effective, format_config, parse_config, parse_settings
 
 MAKE_BASES = ("defconfig", "tinyconfig", "allnoconfig")
@@ -73,9 +75,7 @@ def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
             # compression), kconfig lets the last `=y` of the group win.
             merged.pop(s.name, None)
             merged[s.name] = s.value
-        (workdir / ".config").write_text(format_config(merged))
-        _make(source, profile, toolchain, workdir, "olddefconfig")
-        text = (workdir / ".config").read_text()
+        text = _olddefconfig(source, profile, toolchain, workdir, format_config(merged))
     resolved = ResolvedConfig(base, text, requested)
     values = resolved.values
     for s in requested:
@@ -85,6 +85,85 @@ def resolve(source: Source, profile: ArchProfile, toolchain: Toolchain,
                                      "got": got if got is not None else "(unset)",
                                      "origin": s.origin})
     return resolved
+
+
+# -- olddefconfig, once per input ----------------------------------------------------------
+
+# What `make olddefconfig` made of each input this process saw, by its cache entry (the
+# cache directory and the key): a process that moves to another cache directory starts afresh.
+_RESOLVED: dict[Path, str] = {}
+
+# Environment variables kbuild and kconfig read by name, and kernellab's own (the fake
+# kernel tree of the tests runs kconfiglib with KERNELLAB_FAKE_PYTHON).
+_ENVIRONMENT = ("KBUILD_", "KCONFIG_", "KERNELLAB_")
+# What Kconfig's $(shell,...) probes run besides the compiler (LD_VERSION, AS_VERSION,
+# PAHOLE_VERSION, RUSTC_VERSION...): an upgraded binutils changes the config too.
+_PROBED = ("ld", "as", "ar", "nm", "objcopy")
+_TOOLS = ("pahole", "rustc", "bindgen", "make")
+
+
+def _olddefconfig(source: Source, profile: ArchProfile, toolchain: Toolchain, workdir: Path, config: str) -> str:
+    """What `make olddefconfig` makes of `config`, made once per key (`_key`) and kept in
+    this process and in the cache: it costs a second or two on Linux, and commands resolve
+    the same variants again and again (every prepare, every probe, under other names)."""
+    entry = workdir / paths.component("resolved config key",
+                                      f"olddefconfig-{_key(source, profile, toolchain, config)}.json")
+    text = _RESOLVED.get(entry) or _read_entry(entry)
+    if text is None:
+        (workdir / ".config").write_text(config)
+        _make(source, profile, toolchain, workdir, "olddefconfig")
+        text = (workdir / ".config").read_text()
+        _write_entry(entry, text)
+    _RESOLVED[entry] = text
+    return text
+
+
+def _key(source: Source, profile: ArchProfile, toolchain: Toolchain, config: str) -> str:
+    """A hash of everything olddefconfig's output depends on: the input .config, the
+    tree's content, the make variables, the compiler's version and every probed tool's
+    file, the environment make reads and kernellab's code that resolves."""
+    parts = {
+        "code": _code_identity(),
+        "source": [source.version, source.content_hash, str(source.tree)],
+        "arch": profile.name,
+        "make": make_vars(profile, toolchain),
+        "toolchain": [toolchain.cc, toolchain.cross_compile, toolchain.version_text, toolchain.kind],
+        "tools": _tool_identities(toolchain),
+        "environment": sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENVIRONMENT)),
+        "config": config,
+    }
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+@functools.cache
+def _code_identity() -> str:
+    """kernellab's own resolution code: a checkout that changes it resolves again."""
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in
+                                   ("resolve.py", "dotconfig.py"))).hexdigest()
+
+
+def _tool_identities(toolchain: Toolchain) -> list[list[str]]:
+    names = [toolchain.cc, *(toolchain.cross_compile + t for t in _PROBED), *_TOOLS,
+             *(LLVM_TOOLS if toolchain.llvm else ())]
+    return [[name, file_identity(shutil.which(name))] for name in names]
+
+
+def _read_entry(entry: Path) -> str | None:
+    """The cached output, or None: a missing, damaged or foreign file is resolved over."""
+    try:
+        data = json.loads(entry.read_text())
+    except (OSError, ValueError):
+        return None
+    text = data.get("text") if isinstance(data, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def _write_entry(entry: Path, text: str) -> None:
+    # Written whole under another name, then renamed: a reader never sees half an entry.
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"text": text}))
+    tmp.replace(entry)
 
 
 def base_file_warnings(source: Source, profile: ArchProfile, toolchain: Toolchain | None, base: str) -> list[str]:

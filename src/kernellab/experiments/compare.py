@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import arches, modes, progress
+from .. import workloads as workload_files
 from ..arches import BUILD_ONLY_NOTE
 from ..build import Build, build_key, cached_build
 from ..config import resolve
 from ..errors import LabError
+from ..guest import workloads as guest_workloads
 from ..metrics.catalog import describe
 from ..report import render
 from ..report.model import VariantRecord, build_report, run_medians, samples
@@ -53,12 +55,24 @@ class Plan:
     capabilities: Capabilities = field(default_factory=lambda: lab.default_site().capabilities)
 
 
+def resolve_workloads(specs: Sequence[str]) -> tuple[workload_files.Instance, ...]:
+    """--workload SPEC...: each resolved (a shipped name or a file, with its parameters),
+    checked, and its metrics registered in the catalog before a gate's rule names them."""
+    instances = tuple(workload_files.resolve(spec) for spec in specs)
+    guest_workloads.check(instances)
+    guest_workloads.register(instances)
+    return instances
+
+
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
-         timeout_s: float, initcalls: bool = False, placement: Placement | None = None) -> Plan:
+         timeout_s: float, initcalls: bool = False, placement: Placement | None = None,
+         workloads: tuple[workload_files.Instance, ...] = ()) -> Plan:
     """How to run `exp`: the mode asked for (else the experiment's, else the target's
     default), resolved here once for the whole command, the boots per variant, and where
-    (placement; None: QEMU TCG)."""
+    (placement; None: QEMU TCG). `workloads`: real programs each run measures too
+    (resolve_workloads)."""
     how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
+    guest_workloads.check_mode(workloads, how.name)
     if placement is not None:
         placement.check_mode(how.name)
         for spec in exp.variants:
@@ -72,7 +86,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls,
-                             with_groups=tuple(exp.with_groups))
+                             with_groups=tuple(exp.with_groups), workloads=workloads)
     if placement is None:
         return Plan(how, min_runs, cap, options)
     return Plan(how, min_runs, cap, options, machine=placement.machine,
@@ -128,7 +142,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
 
     def ready(r: VariantRecord) -> None:
         """A variant that can boot: its agent, and the runs the store already has."""
-        initrds[r.prepared.spec.name] = lab.agent_for(r.prepared, target_of(how, r))
+        initrds[r.prepared.spec.name] = lab.agent_for(r.prepared, target_of(how, r), how.options.workloads)
         if how.reuse:
             r.runs = earlier_runs(r, store, how, initrds[r.prepared.spec.name])
             if r.runs:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, prebuilt, progress, sources, targets
+from .. import arches, prebuilt, progress, sources, targets, userland
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
@@ -29,9 +29,10 @@ from ..build import Build
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..guest import vulnerabilities
+from ..guest import workloads as guest_workloads
 from ..guest.console import MILESTONES
 from ..guest.session import Sample, Session
-from ..initramfs import agent_initramfs
+from ..initramfs import agent_initramfs, with_segments
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
@@ -40,6 +41,7 @@ from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB
 from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
+from ..workloads import Instance
 from .spec import VariantSpec
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -172,13 +174,19 @@ class RunOptions:
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
     scratch_mib: int = SCRATCH_MIB  # wall mode only
     with_groups: tuple[str, ...] = ()   # opt-in metric groups the agent runs too (KL_WITH)
+    workloads: tuple[Instance, ...] = ()   # real programs the agent runs after its tables (--workload)
 
     def key(self, initrd: Path, spec: VariantSpec) -> str:
         """What, besides the kernel, decides a run's numbers: to find an equal earlier run."""
         vcpus = f" vcpus={spec.vcpus}" if spec.vcpus is not None else ""
         devices = f" devices={spec.devices}" if spec.devices else ""   # devices:0 boots as no devices:
         fs = f" fs={spec.fs}" if spec.fs else ""   # the block size is not on the command line
-        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}{devices}{fs}"
+        wl = f" workloads={guest_workloads.digest(self.workloads)}" if self.workloads else ""
+        return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}{devices}{fs}{wl}"
+
+    def workload_timeout_s(self) -> float:
+        """The guest time the workloads may take at most, beyond the agent's own."""
+        return sum(i.workload.run.timeout_s for i in self.workloads)
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
@@ -194,13 +202,14 @@ class RunOptions:
         return " ".join(w for w in words if w)
 
 
-def agent_for(p: Prepared, target: Target) -> Path:
-    """What the target runs the agent from: an initramfs, or the program itself. An
+def agent_for(p: Prepared, target: Target, workloads: tuple[Instance, ...] = ()) -> Path:
+    """What the target runs the agent from: an initramfs (with the workloads' files), or
+    the program itself (the workloads' file is named on its command line: `run`). An
     experiment takes it once, so every variant is measured by the same agent binary."""
     if target.capabilities.agent == "program":
         cross = _cross_target(p.profile)
         return agent_binary(cross.cc, p.profile.agent_arch)
-    return initramfs_for(p)
+    return initramfs_for(p, workloads)
 
 
 def _cross_target(profile: arches.ArchProfile) -> CrossTarget:
@@ -211,14 +220,20 @@ def _cross_target(profile: arches.ArchProfile) -> CrossTarget:
     return target
 
 
-def initramfs_for(p: Prepared) -> Path:
+def initramfs_for(p: Prepared, workloads: tuple[Instance, ...] = ()) -> Path:
     """The agent's initramfs for this variant's arch. An experiment takes it once, so
     every variant is measured by the same agent binary. The agent build is the profile's
     (agent/cross.toml), not the kernel's compiler: several profiles share one user-space
     ABI (ppc44x and ppc32 run the ppc32 agent), and the agent needs a C library the
     kernel's compiler may lack."""
     p.profile.require_machine()  # a build-only arch has no guest to run the agent in
-    return agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch), p.modules)
+    extra = guest_workloads.initramfs_files(workloads) if workloads else None
+    initrd = agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch), p.modules, extra)
+    if workloads and userland.wanted(workloads).packages:
+        # Debian's programs for the guest's arch, and the libraries they load, unpacked by
+        # the kernel from a segment after the agent's (the agent looks them up on PATH).
+        initrd = with_segments(initrd, [userland.segment(workloads, p.profile)])
+    return initrd
 
 
 def bootable(p: Prepared, build: Build | None) -> Build | None:
@@ -378,13 +393,45 @@ def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Tar
                             p.spec.file_system), lambda _: None)
 
 
+def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
+    """For an agent run as a program: KL_WORKLOADS=FILE, the workloads' file on the machine
+    (an initramfs carries its own, which the agent finds by itself)."""
+    if not workloads or target.capabilities.agent != "program":
+        return ""
+    if not (isinstance(target, RunningTarget) and target.shell.where == "this machine"):
+        raise LabError(f"--workload on the {target.name} target: not yet (kernellab does not copy the workloads "
+                       "there); use --target local or qemu")
+    path = str(guest_workloads.local_file(workloads))
+    if any(c.isspace() for c in path):
+        raise LabError(f"the workloads file {path} has a space in its path, which the agent's options cannot "
+                       "carry: set KERNELLAB_CACHE to a directory without spaces")
+    return f" KL_WORKLOADS={path}"
+
+
+def _workload_reader(options: RunOptions, sink: _StoreSink, target: Target, store: Store,
+                     run_id: int) -> guest_workloads.Reader | None:
+    """What reads the run's workloads back, storing each one's provenance and raw output."""
+    if not options.workloads:
+        return None
+
+    def ended(e: guest_workloads.Ended) -> None:
+        sink.flush()
+        store.add_workload(run_id, e.inst.label, guest_workloads.provenance(e.inst), e.status, e.reason,
+                           e.elapsed_s)
+        store.add_log(f"{guest_workloads.LOG_KIND} {e.inst.label}", e.output, run_id=run_id)
+
+    where = "this machine" if target.capabilities.agent == "program" else "the guest"
+    return guest_workloads.Reader(options.workloads, options.mode, sink,
+                                  lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where)
+
+
 def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = RunOptions(),
         initrd: Path | None = None, target: Target | None = None,
         cancellation: Cancellation | None = None) -> RunOutcome:
     """Boot once (or, for the running kernel, attach); every sample is committed to the
     store as its line arrives. `initrd`: the agent as the target takes it (agent_for)."""
     target = target or default_target(p, build, options)
-    initrd = initrd or agent_for(p, target)
+    initrd = initrd or agent_for(p, target, options.workloads)
     check(target.name, target.capabilities, Ask(mode=options.mode))
     if (build is None) == p.built:
         raise LabError(f"variant {p.spec.name}: " + ("not built" if p.built else "measured as it is, it has no build"))
@@ -394,7 +441,9 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     boot = bootable(p, build)
     build_key = boot.key if boot is not None else f"running-{p.source.content_hash[:20]}"
     kernel = boot.image if boot is not None else None
-    with target.start(kernel, initrd, options.cmdline(p.spec), options.mode, options.timeout_s) as console:
+    cmdline = options.cmdline(p.spec) + _workloads_word(target, options.workloads)
+    timeout_s = options.timeout_s + options.workload_timeout_s()
+    with target.start(kernel, initrd, cmdline, options.mode, timeout_s) as console:
         run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
                                  console.command, options.key(initrd, p.spec), initrd.name)
         if p.image is not None:
@@ -403,7 +452,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        session = Session(sink, watcher)
+        session = Session(sink, watcher, _workload_reader(options, sink, target, store, run_id))
         try:
             with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
                 result = session.read(console)

@@ -17,7 +17,7 @@ from .. import arches, blast, modes, paths, treepool
 from ..build import FIGURE_METRICS, Build, build_tree
 from ..config import kconfig
 from ..errors import LabError
-from ..metrics.catalog import agent_selector, describe
+from ..metrics.catalog import agent_selector, check_known, describe
 from ..stats import ALPHA, compare_samples
 from ..store import Store
 from ..targets import Capabilities, Target
@@ -70,9 +70,7 @@ class Prober:
     command: str = "sweep"
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.metrics if describe(m, "").group == "other"]
-        if unknown:
-            raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
+        check_known(self.metrics)
         self.place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = (
             self.placement.for_probes(self.command, self.mode.name, self.base) if self.placement is not None
             else None)

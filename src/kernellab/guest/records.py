@@ -31,7 +31,7 @@ MAX_COUNT = 2**32 - 1
 _COUNT = re.compile(r"[0-9]{1,10}")
 # What the agent's %.3f and %llu print, and Python's repr in the host's fixtures.
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,3})?")
-_TYPE = re.compile(r"[a-z]+")
+_TYPE = re.compile(r"[a-z]+(?:_[a-z]+)*")   # wl_begin: agent/workload.c
 # /proc/meminfo's fields, as the agent sends them whole (agent/main.c: report_meminfo):
 # named by the kernel, so the catalog lists only those the reports show.
 _MEMINFO = re.compile(r"meminfo\.[A-Za-z0-9_.+/,-]+")
@@ -121,6 +121,8 @@ def _check(kind: str, fields: dict[str, str], payload: str) -> None:
         raise InvalidRecord("meta record without a key", payload)
     elif kind == "prof":
         _check_prof(fields, payload)
+    elif kind in _WORKLOAD_FIELDS:
+        _check_workload(kind, fields, payload)
 
 
 def _check_sample(fields: dict[str, str], payload: str) -> None:
@@ -149,6 +151,28 @@ def _check_metric(metric: str, unit: str, payload: str) -> None:
     else:
         raise InvalidRecord(f"metric {metric} is not one the agent measures (see the metric catalog, "
                             "kernellab/metrics/metrics.toml)", payload)
+
+
+# The workloads' records (agent/workload.c), field sets as it prints them.
+_WORKLOAD_FIELDS = {"wl_begin": {"w", "name"}, "wl_out": {"w", "data"},
+                    "wl_end": {"w", "status", "code", "elapsed_ns"}}
+_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed")
+_ESCAPED = re.compile(r"(?:[!-$&-~]|%[0-9A-F]{2})+")    # a piece of output, %XX outside '!'..'~'
+
+
+def _check_workload(kind: str, fields: dict[str, str], payload: str) -> None:
+    if set(fields) != _WORKLOAD_FIELDS[kind]:
+        raise InvalidRecord(f"{kind} record with fields other than {'/'.join(sorted(_WORKLOAD_FIELDS[kind]))}",
+                            payload)
+    count(fields["w"], "w", payload)
+    if kind == "wl_out" and not _ESCAPED.fullmatch(fields["data"]):
+        raise InvalidRecord("wl_out record whose data is not escaped output", payload)
+    if kind == "wl_end":
+        if not _WORKLOAD_STATUS.fullmatch(fields["status"]):
+            raise InvalidRecord(f"wl_end record with status {fields['status'][:30]}", payload)
+        count(fields["code"], "code", payload)
+        if not re.fullmatch(r"[0-9]{1,20}", fields["elapsed_ns"]):
+            raise InvalidRecord("wl_end record whose elapsed_ns is not a count", payload)
 
 
 def _check_prof(fields: dict[str, str], payload: str) -> None:

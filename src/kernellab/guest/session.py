@@ -21,6 +21,7 @@ from ..metrics.catalog import describe
 from .console import MILESTONES, Console, ConsoleLine, Exit, initcalls, is_panic, memory_line, milestones
 from .records import Record, RecordStream
 from .vulnerabilities import PREFIX as VULNERABILITY
+from .workloads import Reader as WorkloadReader
 
 # After the agent's last record the kernel powers off by itself; after a panic, let the
 # backtrace reach the log before stopping.
@@ -95,9 +96,11 @@ def log_line(line: ConsoleLine) -> str:
 
 
 class Session:
-    def __init__(self, sink: Sink, watcher: Watcher | None = None) -> None:
+    def __init__(self, sink: Sink, watcher: Watcher | None = None, workloads: WorkloadReader | None = None) -> None:
+        """`workloads`: what reads the run's workloads back (None: it has none)."""
         self.sink = sink
         self.watcher = watcher or _Unwatched()
+        self.workloads = workloads
         self.stream = RecordStream()
         self.result = SessionResult("incomplete", "")
         self.rebooted = False
@@ -113,6 +116,8 @@ class Session:
         r.exit = console.exit
         r.records, r.rejected = self.stream.records, self.stream.rejected
         self._verdict(console.exit)
+        if self.workloads is not None:
+            self.workloads.finish(r.reason or r.status)
         self.store_console_samples()
         return r
 
@@ -195,6 +200,10 @@ class Session:
             self.watcher.metric(f["metric"])
         elif record.type == "na":
             self.sink.unavailable(f.get("metric", "?"), f.get("reason", "not available"))
+        elif record.type.startswith("wl_") and self.workloads is not None:
+            self.workloads.record(record)
+        elif record.type == "meta" and f.get("key") == "workloads" and self.workloads is not None:
+            self.workloads.finish(f"the agent could not read its workloads file: {f.get('value', '')}")
 
     def _verdict(self, exit: Exit) -> None:
         r = self.result

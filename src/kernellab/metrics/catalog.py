@@ -1,18 +1,28 @@
-"""The metric catalog (metrics.toml) as data the reports and statistics read."""
+"""The metric catalog (metrics.toml) as data the reports and statistics read, and the
+metrics of the workloads a command runs (registered by it: `add_workload_metrics`).
+
+A workload's metrics are described by its file (kernellab.workloads), which this module,
+beside it in the layers, does not read: the command that resolves the workloads (compare)
+registers their metrics here before anything reads the catalog, so that the tables, the
+gate, JSON and HTML treat `fio.read_iops` as they treat `syscall.null`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
 
 from .. import datafile, modes
+from ..errors import LabError
 
 # The groups describe() gives a metric the catalog does not list: the catalog must have them.
 _FALLBACK_GROUPS = ("initcalls", "memory", "other")
 
-Source = Literal["agent", "console", "build"]
+Source = Literal["agent", "console", "build", "workload"]
+# The section a report shows workload metrics in, after the catalog's own.
+WORKLOAD_GROUP = "workload"
 
 
 @dataclass(frozen=True)
@@ -60,14 +70,47 @@ def _file() -> _File:
     return datafile.load(_File, datafile.read_toml(path, "metrics.toml"), "metrics.toml")
 
 
+# The workloads' metrics, as the command that runs them registered them.
+_workload_metrics: dict[str, Metric] = {}
+
+
 @cache
-def catalog() -> dict[str, Metric]:
+def _catalogued() -> dict[str, Metric]:
     return {m.name: m for m in _file().metric}
+
+
+def catalog() -> dict[str, Metric]:
+    """metrics.toml's metrics, and the workloads' this process registered."""
+    if not _workload_metrics:
+        return _catalogued()
+    return {**_catalogued(), **_workload_metrics}
+
+
+def add_workload_metrics(metrics: Iterable[Metric]) -> None:
+    """Registers the metrics of the workloads a command runs (source "workload", named
+    WORKLOAD.METRIC). A name the catalog has already, for another metric, is a ValueError:
+    one name, one meaning."""
+    for m in metrics:
+        if m.source != "workload" or m.group != WORKLOAD_GROUP:
+            raise ValueError(f"metric {m.name}: a workload's metric has source and group 'workload'")
+        known = catalog().get(m.name)
+        if known is not None and known != m:
+            raise ValueError(f"metric {m.name} is already the catalog's ({known.label}, {known.unit})")
+        _workload_metrics[m.name] = m
 
 
 def groups() -> tuple[str, ...]:
     """The groups (table sections), in the order a report shows them."""
-    return tuple(_file().groups)
+    listed = tuple(_file().groups)
+    return listed if WORKLOAD_GROUP in listed else (*listed, WORKLOAD_GROUP)
+
+
+def check_known(metrics: list[str]) -> list[str]:
+    """The metrics, or a one-line LabError naming those the catalog does not list."""
+    unknown = [m for m in metrics if describe(m, "").group == "other"]
+    if unknown:
+        raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
+    return metrics
 
 
 def describe(name: str, unit: str) -> Metric:

@@ -11,7 +11,7 @@ from .. import modes
 from ..config.audit import VERDICTS, AuditReport
 from ..guest import vulnerabilities
 from . import kinds
-from .conclusion import pct_text, verdict_text
+from .conclusion import DELTA_LEGEND, pct_text, verdict_text
 from .model import DIFFERENCE
 
 
@@ -72,6 +72,7 @@ def render_measured(m: dict[str, Any]) -> str:
                          f"{its:<{gw}}  {effect_text(r['all_effect'])}")
             if r.get("not_affected"):
                 lines.append(f"{'':<{rw}}  {vulnerabilities.caveat(r['flaws'], r['not_affected'])}")
+        lines.append(DELTA_LEGEND)
     lines.append("groups measured (each a kernel built and booted):")
     for g in m["groups"]:
         unit_values = ", ".join(f"{metric} {effect_text(c)}" for metric, c in g["effects"].items())

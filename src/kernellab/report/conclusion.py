@@ -216,7 +216,7 @@ def verdict_text(v: Mapping[str, Any] | None, c: Mapping[str, Any]) -> str:
 
 
 DELTA_LEGEND = ("Δ: * marks a difference (its verdict: better or worse by the metric's direction), (Δ) a change "
-                "not compared (why: in the summary), no mark no difference")
+                "not compared (why: in the written summary and the JSON), no mark no difference")
 
 
 def summary(report: dict[str, Any]) -> str:

@@ -461,7 +461,9 @@ def _variant_json(r: VariantRecord, store: Store) -> dict[str, Any]:
                      "agent_version": row["agent_version"] if row is not None else None,
                      "clocksource": row["clocksource"] if row is not None else None,
                      **({"started": _utc(row["started"])} if row is not None and row["started"] else {}),
-                     **({"vulnerabilities": flaws} if (flaws := store.run_vulnerabilities(o.run_id)) else {})})
+                     **({"vulnerabilities": flaws} if (flaws := store.run_vulnerabilities(o.run_id)) else {}),
+                     # each workload's program, version and argv, how it ended: its figures' provenance
+                     **({"workloads": wl} if (wl := store.run_workloads(o.run_id)) else {})})
     return {"name": p.spec.name, "source": p.source.spec if p.running else p.spec.source,
             "source_version": p.source.version,
             "arch": p.profile.name, "base": p.spec.base, "fragments": p.spec.fragments,

@@ -183,8 +183,15 @@ class Workload:
     params: dict[str, Param] = field(default_factory=dict)
     server: Server | None = None
     files: dict[str, str] = field(default_factory=dict)   # written into {workdir} before it starts
+    # What the guest's userland keeps beside the programs of command and server (and the
+    # libraries they load): a program a script runs, by name ("date"), or a file or directory
+    # of its packages, by absolute path ("/usr/share/zoneinfo"). kernellab.userland.
+    uses: tuple[str, ...] = ()
     needs: Needs = Needs()
     sample: tuple[Sample, ...] = ()
+    # Static programs of the user's own, copied into the guest's bin directory (found before
+    # PATH): paths relative to the file's directory, or absolute.
+    binaries: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -202,6 +209,16 @@ class Workload:
         for name in self.files:
             if name in ("", ".", "..") or "/" in name or "\0" in name:
                 raise ValueError(f"files: {name!r} is not a plain file name")
+        names = [PurePosixPath(b).name for b in self.binaries]
+        if any(not b or "\0" in b or not n or n in (".", "..") for b, n in zip(self.binaries, names, strict=True)):
+            raise ValueError("binaries: give the path of each program file")
+        if len(set(names)) != len(names):
+            raise ValueError("binaries: two programs of the same file name")
+        for used in self.uses:
+            plain = "/" not in used and used not in ("", ".", "..")
+            absolute = used.startswith("/") and ".." not in used.split("/")
+            if not (plain or absolute) or "\0" in used:
+                raise ValueError(f"uses: {used!r} is neither a program's name nor an absolute path without '..'")
 
     def _check_run(self) -> None:
         amount = self.run.iterations or self.run.duration
@@ -452,6 +469,21 @@ def sample_text(loaded: Loaded, sample: Sample) -> str:
         return found.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LabError(f"cannot read the sample {sample.file} of {loaded.origin}: {exc}") from None
+
+
+def binary_paths(loaded: Loaded) -> dict[str, Path]:
+    """The user's own programs (`binaries`): file name -> where it is on the host."""
+    out: dict[str, Path] = {}
+    for given in loaded.workload.binaries:
+        path = Path(given)
+        if not path.is_absolute():
+            if not isinstance(loaded.base, Path):
+                raise LabError(f"{loaded.origin}: binaries: {given!r} must be an absolute path")
+            path = loaded.base / path
+        if not path.is_file():
+            raise LabError(f"{loaded.origin}: binaries: no file {path}: build it first, or fix the path")
+        out[path.name] = path
+    return out
 
 
 def samples(loaded: Loaded) -> Iterator[tuple[Sample, Instance, str]]:

@@ -1,0 +1,280 @@
+"""A run's workloads (kernellab.workloads: real programs as data), as the agent runs them
+and as the host reads them back.
+
+The host writes one file for the agent (`encode`): per workload its label, timeout, the
+stream to capture, the files to write into its directory and its argv, NUL-separated, so
+that an argv word may hold any character but NUL and nothing goes through a shell. The
+workload's directory is the agent's to choose: "{workdir}" stays in the words and the
+files, and the agent fills it in. Under QEMU the file is /kernellab/workloads in the
+initramfs, the user's own programs (`binaries`) in /kernellab/bin beside it; on a running
+machine it is a file in kernellab's cache that KL_WORKLOADS names, with bin/ beside it.
+
+The agent frames each program's output into t=wl_begin, t=wl_out and t=wl_end records
+(agent/workload.c); `Reader` reassembles each workload's output, parses it with the
+workload's parser and hands its metrics, named WORKLOAD.METRIC, to the session's sink, or
+says why each is not available: the program did not start, exited non-zero, ran past its
+timeout, printed nothing the parser reads, or the metric means nothing in the run's mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote_to_bytes
+
+from .. import modes, paths
+from ..errors import LabError
+from ..metrics import catalog
+from ..workloads import Instance, ResolvedMetric, binary_paths
+from .records import Record
+
+MAGIC = "kernellab-workloads 1"
+# Where the initramfs holds them (agent/workload.h: WORKLOADS_PID1_FILE).
+INITRAMFS_DIR = "kernellab"
+INITRAMFS_FILE = f"{INITRAMFS_DIR}/workloads"
+WORKDIR = "{workdir}"   # the agent fills it in
+LOG_KIND = "workload"   # the run's log of each workload's raw output: kind "workload LABEL"
+# errno values the agent reports for a program that could not start.
+_ENOENT, _EACCES, _ENOEXEC = 2, 13, 8
+
+
+def metric_name(inst: Instance, m: ResolvedMetric) -> str:
+    """WORKLOAD.METRIC: the name every report, the gate and the store know it by."""
+    return f"{inst.workload.name}.{m.name}"
+
+
+def check(instances: Sequence[Instance]) -> None:
+    """What any run refuses of these workloads, in one line each before anything is built:
+    two instances that would give the same metric names, a server (which the agent does
+    not start yet)."""
+    owner: dict[str, Instance] = {}
+    for inst in instances:
+        for m in inst.metrics():
+            name = metric_name(inst, m)
+            first = owner.setdefault(name, inst)
+            if first is not inst:
+                raise LabError(f"--workload {first.label} and --workload {inst.label} both give {name}: give "
+                               "them parameters that name their metrics apart (fio's {rw} does), or run them in "
+                               "two compares")
+        server = inst.workload.server
+        if server is not None:
+            raise LabError(f"workload {inst.label} starts a server ({server.command[0]}) first, which the agent "
+                           "does not do yet: choose a workload without [server]")
+
+
+def check_mode(instances: Sequence[Instance], mode: str) -> None:
+    """A workload that talks to the host is timed by the host's clock: wall mode only."""
+    for inst in instances:
+        if inst.workload.needs.network == "host" and modes.get(mode).deterministic:
+            raise LabError(f"workload {inst.label} talks to the host over the network, which the host's clock "
+                           f"times: wall mode only, not {mode} (pass --mode wall)")
+
+
+def catalog_metrics(instances: Sequence[Instance]) -> list[catalog.Metric]:
+    """The instances' metrics as the catalog describes them."""
+    out = []
+    for inst in instances:
+        for m in inst.metrics():
+            out.append(catalog.Metric(metric_name(inst, m), f"{inst.workload.name}: {m.label}", m.unit,
+                                      "lower" if m.better == "lower" else "higher", catalog.WORKLOAD_GROUP,
+                                      "guest", "workload", m.modes, m.needs))
+    return out
+
+
+def register(instances: Sequence[Instance]) -> None:
+    """The instances' metrics into the catalog, for every report and the gate to know."""
+    try:
+        catalog.add_workload_metrics(catalog_metrics(instances))
+    except ValueError as exc:
+        raise LabError(f"--workload: {exc}: rename the workload's metric") from None
+
+
+def provenance(inst: Instance, version: str | None = None) -> dict[str, Any]:
+    """What a report says of a workload it shows figures of: the program, its version
+    when known (the Debian package's, from the guest's userland), the argv it ran."""
+    argv = inst.argv(WORKDIR)
+    return {"workload": inst.workload.name, "label": inst.label, "origin": inst.loaded.origin,
+            "program": argv[0], "packages": list(inst.workload.packages), "version": version,
+            "argv": argv, "params": inst.params, "fixed_work": inst.workload.fixed_work,
+            "why": inst.workload.why}
+
+
+def encode(instances: Sequence[Instance]) -> bytes:
+    """The file the agent reads (agent/workload.c)."""
+    words = [MAGIC, str(len(instances))]
+    for inst in instances:
+        w = inst.workload
+        files = inst.files(WORKDIR)
+        argv = inst.argv(WORKDIR)
+        words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), w.output.stream, str(len(files))]
+        for name, content in files.items():
+            words += [name, content]
+        words += [str(len(argv)), *argv]
+    bad = next((word for word in words if "\0" in word), None)
+    if bad is not None:
+        raise LabError(f"a workload's argv or file holds a NUL character ({bad[:40]!r}): remove it")
+    return b"".join(word.encode() + b"\0" for word in words)
+
+
+def binaries(instances: Sequence[Instance]) -> dict[str, Path]:
+    """The user's own programs of every instance: file name -> path on the host."""
+    out: dict[str, Path] = {}
+    for inst in instances:
+        for name, path in binary_paths(inst.loaded).items():
+            if out.setdefault(name, path).resolve() != path.resolve():
+                raise LabError(f"two workloads bring a program named {name} ({out[name]} and {path}): rename one")
+    return out
+
+
+def initramfs_files(instances: Sequence[Instance]) -> dict[str, tuple[int, bytes]]:
+    """The workloads' part of the initramfs: the file the agent reads and its bin/."""
+    files = {INITRAMFS_DIR: (0o040755, b""), INITRAMFS_FILE: (0o100644, encode(instances)),
+             f"{INITRAMFS_DIR}/bin": (0o040755, b"")}
+    for name, path in binaries(instances).items():
+        files[f"{INITRAMFS_DIR}/bin/{name}"] = (0o100755, path.read_bytes())
+    return files
+
+
+def digest(instances: Sequence[Instance]) -> str:
+    """What the agent is given for these workloads, as a hash: part of a run's options key."""
+    h = hashlib.sha256()
+    for name, (mode, data) in sorted(initramfs_files(instances).items()):
+        h.update(f"{name}\0{mode}\0".encode() + hashlib.sha256(data).digest())
+    return h.hexdigest()[:16]
+
+
+def local_file(instances: Sequence[Instance]) -> Path:
+    """The workloads file for an agent run as a program on this machine (KL_WORKLOADS),
+    with bin/ beside it, in kernellab's cache, named by its content."""
+    files = initramfs_files(instances)
+    root = paths.cache_dir("workloads", digest(instances))
+    target = root / "workloads"
+    if not target.exists():
+        for name, (mode, data) in sorted(files.items()):
+            relative = name.removeprefix(INITRAMFS_DIR).lstrip("/")
+            path = root / relative if relative else root
+            if mode & 0o040000:
+                path.mkdir(parents=True, exist_ok=True)
+            elif relative != "workloads":
+                path.write_bytes(data)
+                path.chmod(mode & 0o777)
+        tmp = root / "workloads.tmp"
+        tmp.write_bytes(files[INITRAMFS_FILE][1])
+        tmp.replace(target)   # last: a file that exists is a bundle that is whole
+    return target
+
+
+class Sink(Protocol):
+    """Where the reader puts metrics (the session's sink)."""
+    def sample(self, sample: Any) -> None: ...
+    def unavailable(self, metric: str, reason: str) -> None: ...
+
+
+@dataclass
+class Ended:
+    """One workload of a run, as it ended: what the lab stores of it."""
+    inst: Instance
+    # ok, exit, signal, timeout, exec_failed, setup_failed (as the agent says), not_run (the run
+    # ended first), unparsed (its output gave none of its metrics)
+    status: str
+    reason: str              # "" when every metric was read
+    elapsed_s: float | None
+    output: str
+
+
+@dataclass
+class _Running:
+    inst: Instance
+    output: bytearray = field(default_factory=bytearray)
+
+
+class Reader:
+    """Reassembles the t=wl_* records of one run into each workload's output, then stores
+    its metrics (or why not) through `sink`, and tells `ended` how each workload ended."""
+
+    def __init__(self, instances: Sequence[Instance], mode: str, sink: Sink, make_sample: Callable[..., Any],
+                 ended: Callable[[Ended], None], where: str = "the guest") -> None:
+        self.instances, self.mode, self.sink = list(instances), mode, sink
+        self.make_sample, self.ended, self.where = make_sample, ended, where
+        self.running: dict[int, _Running] = {}
+        self.done: set[int] = set()
+
+    def record(self, record: Record) -> None:
+        f = record.fields
+        index = int(f["w"])
+        if index >= len(self.instances) or index in self.done:
+            return   # not one the host asked for, or told twice: nothing to attribute it to
+        if record.type == "wl_begin":
+            self.running[index] = _Running(self.instances[index])
+        elif record.type == "wl_out":
+            self.running.setdefault(index, _Running(self.instances[index])).output += unquote_to_bytes(f["data"])
+        elif record.type == "wl_end":
+            got = self.running.pop(index, None) or _Running(self.instances[index])
+            self.done.add(index)
+            self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9)
+
+    def finish(self, why: str) -> None:
+        """The run is over: each workload that did not end is not available, with why."""
+        for index, inst in enumerate(self.instances):
+            if index not in self.done:
+                got = self.running.pop(index, None)
+                output = got.output.decode(errors="replace") if got else ""
+                reason = f"the run ended before workload {inst.label} did ({why})"
+                self._unavailable(inst, reason)
+                self.done.add(index)
+                self.ended(Ended(inst, "not_run", reason, None, output))
+
+    def _end(self, got: _Running, status: str, code: int, elapsed_s: float) -> None:
+        inst = got.inst
+        output = got.output.decode(errors="replace")
+        if status != "ok":
+            reason = self._failure(inst, status, code)
+            self._unavailable(inst, reason)
+            self.ended(Ended(inst, status, reason, elapsed_s, output))
+            return
+        try:
+            parsed = inst.read(output)
+        except LabError as exc:
+            self._unavailable(inst, str(exc))
+            self.ended(Ended(inst, "unparsed", str(exc), elapsed_s, output))
+            return
+        for m in inst.metrics():
+            name = metric_name(inst, m)
+            if self.mode not in m.modes:
+                self.sink.unavailable(name, f"means something in {' and '.join(m.modes)} mode only (the workload "
+                                            f"file says so): in {self.mode} mode it would be no measurement")
+            elif m.name in parsed.values:
+                self.sink.sample(self.make_sample(name, m.unit, parsed.values[m.name]))
+            else:
+                self.sink.unavailable(name, parsed.failures.get(m.name, "not in the output"))
+        if parsed.failures and not parsed.values:   # the parser read nothing of it
+            self.ended(Ended(inst, "unparsed", next(iter(parsed.failures.values())), elapsed_s, output))
+        else:
+            failed = ", ".join(parsed.failures)
+            self.ended(Ended(inst, "ok", f"not read: {failed}" if failed else "", elapsed_s, output))
+
+    def _unavailable(self, inst: Instance, reason: str) -> None:
+        for m in inst.metrics():
+            self.sink.unavailable(metric_name(inst, m), reason)
+
+    def _failure(self, inst: Instance, status: str, code: int) -> str:
+        program = inst.argv(WORKDIR)[0]
+        packages = ", ".join(inst.workload.packages)
+        if status == "exec_failed" and code == _ENOENT:
+            install = f": install Debian's {packages}" if packages else ""
+            return f"{program} is not installed on {self.where}{install}"
+        if status == "exec_failed":
+            what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
+            return f"{program} could not start on {self.where} ({what})"
+        if status == "exit":
+            return f"{program} exited with status {code} (its output is in the run's log)"
+        if status == "signal":
+            return f"{program} was killed by signal {code}"
+        if status == "timeout":
+            return f"{program} ran past its timeout of {code / 1000:g} s and was killed"
+        if status == "setup_failed":
+            return f"the agent could not set up {inst.label}'s directory or files (errno {code})"
+        return f"the agent ended {inst.label} with status {status}"

@@ -1,0 +1,367 @@
+"""A workload run end to end: `compare --workload SPEC`, the agent running the program
+(agent/workload.c), its output framed into records, reassembled, parsed and stored as
+WORKLOAD.METRIC samples with their provenance, or marked not available with the reason.
+
+The fake lab's QEMU runs the real agent on the host when the initramfs holds workloads
+(tests/fakes/qemu), so these tests run the agent's own code for the programs; the
+integration test at the end runs a static program in a real lab-minimal guest.
+"""
+
+import dataclasses
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kernellab.experiments import compare
+from kernellab.experiments.placement import Placement
+from kernellab.experiments.spec import Experiment, parse_short
+from kernellab.guest import workloads as guest_workloads
+from kernellab.guest.records import InvalidRecord, frame, parse
+from kernellab.metrics import catalog
+from kernellab.store import Store
+from kernellab.targets import TargetOptions
+from kernellab.workloads import resolve
+
+SCHEMA = Path(__file__).parent.parent / "src/kernellab/report/schema.json"
+
+
+def workload_file(tmp: Path, name: str, script: str, *, metrics: str = "", timeout_s: float = 30,
+                  extra: str = "", command: str = '["sh", "{workdir}/run.sh"]') -> Path:
+    """A user's own workload: a shell script printing numbers, read by a regex per metric."""
+    metrics = metrics or '''
+[[metric]]
+name = "value"
+unit = "count"
+better = "higher"
+regex = '^value: (\\d+)$'
+'''
+    path = tmp / f"{name}.toml"
+    path.write_text(f'''name = "{name}"
+description = "a test's script"
+packages = ["dash"]
+command = {command}
+fixed_work = true
+why = "prints what it is told"
+{extra}
+[files]
+"run.sh" = \'\'\'
+{script}
+\'\'\'
+
+[run]
+iterations = "n"
+timeout_s = {timeout_s}
+
+[output]
+format = "text"
+
+[params.n]
+default = "1"
+pattern = '[0-9]+'
+help = "a number"
+{metrics}''')
+    return path
+
+
+def compare_report(lab, capsys, *args, expect=0):
+    out = lab.tmp / "report.json"
+    out.unlink(missing_ok=True)
+    rc = lab.main("compare", *args, "--format", "json", "-o", str(out))
+    err = capsys.readouterr().err
+    assert rc == expect, err
+    return (json.loads(out.read_text()) if out.exists() else None), err
+
+
+def metric(report, name):
+    return next(m for m in report["metrics"] if m["name"] == name)
+
+
+def test_a_users_workload_is_measured_stored_and_described(lab, capsys, tmp_path):
+    spec = str(workload_file(tmp_path, "own", 'echo "value: $((40 + $1))"',
+                             command='["sh", "{workdir}/run.sh", "{n}"]'))
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", f"{spec}:n=2", "--mode", "icount")
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    m = metric(report, "own.value")
+    assert m["values"]["a"]["median"] == 42
+    assert (m["source"], m["group"], m["better"], m["unit"]) == ("workload", "workload", "higher", "count")
+    # The agent's own metrics of the same run are there too.
+    assert metric(report, "syscall.null")["values"]["a"]["n"] == 3
+    [run] = report["variants"][0]["runs"]
+    [wl] = run["workloads"]
+    assert wl["status"] == "ok" and wl["elapsed_s"] > 0
+    assert wl["provenance"]["argv"] == ["sh", "{workdir}/run.sh", "2"]
+    assert wl["provenance"]["program"] == "sh" and wl["provenance"]["label"] == "own:n=2"
+    # The raw output is in the run's log, and the records in its console log.
+    db = sqlite3.connect(lab.store)
+    [(text,)] = db.execute("SELECT text FROM logs WHERE kind = 'workload own:n=2'").fetchall()
+    assert text == "value: 42\n"
+    assert lab.main("log", str(run["id"])) == 0
+    assert "t=wl_out w=0 data=value:%2042%0A" in capsys.readouterr().out
+
+
+def test_a_long_output_in_many_records_is_reassembled_exactly(lab, capsys, tmp_path):
+    """More than a record's worth of output (pieces of 140 bytes), with spaces, '%' and '#'."""
+    line = "x%# " * 100
+    spec = workload_file(tmp_path, "long", f'for i in 1 2 3; do echo "{line}"; done\necho "value: 7"')
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    assert metric(report, "long.value")["values"]["a"]["median"] == 7
+    [(text,)] = sqlite3.connect(lab.store).execute("SELECT text FROM logs WHERE kind = 'workload long'").fetchall()
+    assert text == f"{line}\n" * 3 + "value: 7\n"
+
+
+def test_each_failure_is_a_reason_and_the_rest_of_the_run_is_kept(lab, capsys, tmp_path):
+    missing = workload_file(tmp_path, "missing", "", command='["no-such-program-kl"]')
+    failing = workload_file(tmp_path, "failing", 'echo "value: 1"; exit 3')
+    hanging = workload_file(tmp_path, "hanging", "echo started; sleep 30", timeout_s=0.5)
+    garbled = workload_file(tmp_path, "garbled", "echo 'nothing to read here'")
+    fine = workload_file(tmp_path, "fine", 'echo "value: 5"')
+    args = [a for f in (missing, failing, hanging, garbled, fine) for a in ("--workload", str(f))]
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
+    why = {name: metric(report, f"{name}.value")["values"]["a"].get("not_available")
+           for name in ("missing", "failing", "hanging", "garbled")}
+    assert why["missing"] == "no-such-program-kl is not installed on the guest: install Debian's dash"
+    assert why["failing"] == "sh exited with status 3 (its output is in the run's log)"
+    assert why["hanging"] == "sh ran past its timeout of 0.5 s and was killed"
+    assert "matches nothing in the output" in why["garbled"]
+    assert metric(report, "fine.value")["values"]["a"]["median"] == 5   # after all of them
+    assert metric(report, "syscall.null")["values"]["a"]["n"] == 3
+    statuses = [w["status"] for w in report["variants"][0]["runs"][0]["workloads"]]
+    assert statuses == ["exec_failed", "exit", "timeout", "unparsed", "ok"]
+    [(text,)] = sqlite3.connect(lab.store).execute("SELECT text FROM logs WHERE kind = 'workload hanging'").fetchall()
+    assert text == "started\n"
+
+
+def test_a_wall_only_metric_under_icount_is_not_available_never_a_zero(lab, capsys, tmp_path):
+    metrics = '''
+[[metric]]
+name = "bw"
+unit = "MB/s"
+better = "higher"
+regex = '^bw: (\\d+)$'
+modes = ["wall"]
+'''
+    spec = workload_file(tmp_path, "disk", 'echo "bw: 900"', metrics=metrics)
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    cell = metric(report, "disk.bw")["values"]["a"]
+    assert "median" not in cell and "wall mode only" in cell["not_available"]
+
+
+def test_the_gate_reads_a_workload_metric_whatever_the_order_of_the_options(lab, capsys, tmp_path):
+    """The script prints what the variant's boot parameter says (the kernel hands KEY=value
+    to init's environment, and the agent to the program)."""
+    spec = workload_file(tmp_path, "gated", 'echo "value: $WL_VALUE"')
+    variants = ("a=tinyconfig+boot:WL_VALUE=100", "b=tinyconfig+boot:WL_VALUE=80")
+    report, err = compare_report(lab, capsys, *variants, "--fail-on", "gated.value:-5", "--workload", str(spec),
+                                 "--mode", "icount", expect=3)
+    assert "regression: gated.value b: -20" in err
+    assert metric(report, "gated.value")["verdict"]["b"]["kind"] == "worse"
+    # A saved report is gated on it as well.
+    saved = lab.tmp / "saved.json"
+    saved.write_text(json.dumps(report))
+    assert lab.main("show", str(saved), "--fail-on", "gated.value:-30") == 0
+    # A rule on a metric that neither the catalog nor a workload has is one line.
+    _, err = compare_report(lab, capsys, *variants, "--fail-on", "gated.nosuch:-5", "--workload", str(spec), expect=2)
+    assert err.strip().splitlines()[-1].startswith("kernellab: error: --fail-on: unknown metric 'gated.nosuch'")
+
+
+@pytest.mark.parametrize("why, args, says", [
+    ("the same metric names twice", ("--workload", "{own}:n=1", "--workload", "{own}:n=2"),
+     "--workload own and --workload own:n=2 both give own.value"),
+    ("a server", ("--workload", "redis"), "starts a server (redis-server) first"),
+    ("traffic from the host under icount", ("--workload", "{net}", "--mode", "icount"),
+     "talks to the host over the network"),
+    ("an unknown workload", ("--workload", "nosuch"), "no workload 'nosuch'"),
+    ("a bad parameter", ("--workload", "fio:rw=sideways"), "workload fio: rw= 'sideways' is not one of"),
+])
+def test_what_cannot_run_is_refused_in_one_line_before_any_build(lab, capsys, tmp_path, why, args, says):
+    own = workload_file(tmp_path, "own", 'echo "value: $1"', command='["sh", "{workdir}/run.sh", "{n}"]')
+    net = workload_file(tmp_path, "net", 'echo "value: 1"', extra='[needs]\nnetwork = "host"\n')
+    args = [a.format(own=own, net=net) for a in args]
+    _, err = compare_report(lab, capsys, "a=tinyconfig", *args, expect=2)
+    assert err.count("\n") == 1 and says in err, err
+    assert (not lab.store.exists() or lab.runs() == []) and not (lab.cache / "artifacts").exists()
+
+
+def test_the_local_target_runs_the_program_installed_here(tmp_path):
+    """The agent as a program (--target local), the workload's files written by it, the
+    program found in this machine's PATH; a program that is not installed names its package."""
+    own = resolve(str(workload_file(tmp_path, "own", 'echo "value: $((1 + $1))"',
+                                    command='["sh", "{workdir}/run.sh", "{n}"]')) + ":n=41")
+    absent = resolve(str(workload_file(tmp_path, "absent", "", command='["kl-not-installed"]')))
+    instances = compare.resolve_workloads([own.loaded.origin + ":n=41", absent.loaded.origin])
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    exp = Experiment("local", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    store = Store(tmp_path / "s.sqlite")
+    report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
+    assert failures == []
+    assert metric(report, "own.value")["values"]["running"]["median"] == 42
+    assert metric(report, "absent.value")["values"]["running"]["not_available"] == (
+        "kl-not-installed is not installed on this machine: install Debian's dash")
+
+
+# -- the records and the reader ---------------------------------------------------------
+
+def test_workload_records_are_checked_like_the_agents_own():
+    assert parse(frame("seq=1 t=wl_out w=0 data=a%20b%0A")).fields == {"w": "0", "data": "a%20b%0A"}
+    for bad in ("seq=1 t=wl_out w=0 data=50%", "seq=1 t=wl_end w=0 status=fine code=0 elapsed_ns=1",
+                "seq=1 t=wl_begin w=x name=a", "seq=1 t=wl_end w=0 status=ok code=0"):
+        with pytest.raises(InvalidRecord):
+            parse(frame(bad))
+
+
+class _Sink:
+    def __init__(self):
+        self.samples, self.na = {}, {}
+
+    def sample(self, s):
+        self.samples[s[0]] = s[2]
+
+    def unavailable(self, metric, reason):
+        self.na[metric] = reason
+
+
+def test_the_reader_joins_the_pieces_and_tells_what_never_ended(tmp_path):
+    own = resolve(str(workload_file(tmp_path, "own", "")))
+    other = resolve(str(workload_file(tmp_path, "other", "")))
+    sink, ended = _Sink(), []
+    reader = guest_workloads.Reader([own, other], "icount", sink, lambda *a: a, ended.append)
+    for payload in ("seq=0 t=wl_begin w=0 name=own", "seq=1 t=wl_out w=0 data=val",
+                    "seq=2 t=wl_out w=0 data=ue:%2012%0A",
+                    "seq=3 t=wl_end w=0 status=ok code=0 elapsed_ns=1500000000", "seq=4 t=wl_begin w=1 name=other",
+                    "seq=5 t=wl_out w=1 data=partial"):
+        reader.record(parse(frame(payload)))
+    reader.finish("timeout")
+    assert sink.samples == {"own.value": 12.0}
+    assert sink.na == {"other.value": "the run ended before workload other did (timeout)"}
+    assert [(e.status, e.elapsed_s, e.output) for e in ended] == [("ok", 1.5, "value: 12\n"),
+                                                                  ("not_run", None, "partial")]
+
+
+def test_the_catalog_describes_registered_workload_metrics(tmp_path):
+    inst = resolve("fio:rw=randread")
+    guest_workloads.register([inst])
+    iops = catalog.describe("fio.randread_iops", "")
+    assert (iops.source, iops.group, iops.better) == ("workload", "workload", "higher")
+    assert not catalog.describe("fio.randread_clat_p99", "").valid_in("icount")
+    assert catalog.groups()[-1] == "workload"
+    assert catalog.sort_key("fio.randread_iops") > catalog.sort_key("syscall.null")
+
+
+def test_a_store_of_schema_3_gains_the_workloads_table(tmp_path):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE workloads")
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.schema_version() == 4 and store.run_workloads(1) == []
+
+
+# -- a real guest -----------------------------------------------------------------------
+
+SPIN_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	struct timespec a, b;
+	volatile unsigned long x = 0;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (long i = 0; i < n; i++)
+		x += (unsigned long)i * 2654435761u;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("loops: %ld\nns per loop: %.3f\n", n,
+	       ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+	return 0;
+}
+"""
+
+SPIN_TOML = """name = "cspin"
+description = "a static C loop of N iterations, timed by itself"
+packages = []
+binaries = ["cspin"]
+command = ["cspin", "{loops}"]
+fixed_work = true
+why = "a fixed number of loop iterations"
+
+[run]
+iterations = "loops"
+timeout_s = 60
+
+[output]
+format = "text"
+
+[params.loops]
+default = "2000000"
+pattern = '[1-9][0-9]{0,8}'
+help = "iterations of the loop"
+
+[[metric]]
+name = "loop_time"
+unit = "ns"
+better = "lower"
+regex = '^ns per loop: ([0-9.]+)$'
+"""
+
+
+@pytest.mark.integration
+def test_a_static_program_in_a_lab_minimal_guest_under_icount_twice_is_identical(minimal, store, tmp_path):
+    from kernellab.agent.compile import cross_targets
+    from kernellab.experiments import lab
+    from kernellab.report.model import VariantRecord, build_report
+
+    prepared, build = minimal
+    cc = cross_targets()["x86_64"].cc
+    assert shutil.which(cc), cc
+    (tmp_path / "cspin.c").write_text(SPIN_C)
+    subprocess.run([cc, "-static", "-O1", "-o", str(tmp_path / "cspin"), str(tmp_path / "cspin.c")], check=True)
+    (tmp_path / "cspin.toml").write_text(SPIN_TOML)
+    instances = compare.resolve_workloads([str(tmp_path / "cspin.toml")])
+    options = lab.RunOptions(mode="icount", timeout_s=300, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=3",
+                             workloads=instances)
+    record = VariantRecord(prepared, build)
+    for _ in range(2):
+        outcome = lab.run(prepared, build, store, options)
+        assert outcome.status == "ok", outcome.reason
+        record.runs.append(outcome)
+    values = [store.run_metrics(o.run_id)["cspin.loop_time"] for o in record.runs]
+    assert values[0] == values[1] and values[0][0] > 0
+    report = build_report("cspin", "", [record], store, "icount")
+    [run, _] = report["variants"][0]["runs"]
+    assert run["workloads"][0]["status"] == "ok"
+    assert run["workloads"][0]["provenance"]["argv"] == ["cspin", "2000000"]
+
+
+@pytest.mark.integration
+def test_debians_hackbench_runs_in_a_lab_minimal_guest_from_its_userland_twice_identical(minimal, store):
+    """A shipped workload from Debian's packages (rt-tests' hackbench, x86_64): its userland
+    is assembled, appended to the agent's initramfs, and the guest runs it; under icount a
+    fixed amount of work gives the same figure twice."""
+    from kernellab.experiments import lab
+
+    prepared, build = minimal
+    instances = compare.resolve_workloads(["hackbench:groups=1,loops=10"])
+    options = lab.RunOptions(mode="icount", timeout_s=600, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=3",
+                             workloads=instances)
+    initrd = lab.initramfs_for(prepared, instances)
+    assert initrd != lab.initramfs_for(prepared)   # the userland's segment is in it
+    values = []
+    for _ in range(2):
+        outcome = lab.run(prepared, build, store, options)
+        assert outcome.status == "ok", outcome.reason
+        (row,) = store.run_workloads(outcome.run_id)
+        assert row["status"] == "ok", row
+        values.append(store.run_metrics(outcome.run_id)["hackbench.process_socket_time"])
+    assert values[0] == values[1] and values[0][0] > 0, values
