@@ -94,3 +94,17 @@ def test_the_ci_examples_are_yaml_whose_kernellab_lines_kernellab_accepts(name):
         words = shlex.split(line.split("bin/kernellab ", 1)[1].split("||")[0])
         args = cli.parser().parse_args(words)    # exits (fails the test) on anything it refuses
         assert args.command == "runs" or args.fail_on or args.fail_on_regression is not None
+
+
+@pytest.mark.parametrize("argv", [["compare", "a=tinyconfig", "--runs"], ["compare", "a=tinyconfig", "--max-runs"],
+                                  ["bisect", "a=tinyconfig", "b=tinyconfig", "--metric", "syscall.null",
+                                   "--max-runs"]])
+@pytest.mark.parametrize("count", ["1001", "\u1811\u1810\u1810\u1810\u1810"])   # 10000 in Mongolian digits
+def test_a_number_of_boots_past_the_cap_is_refused_before_anything_starts(capsys, argv, count):
+    """int() reads any script's digits: a count of boots from a typo or a pasted string must
+    not start days of boots (a generated input did, in the hostile-input tests)."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, count])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "must be at most 1000 boots per variant" in err and "Traceback" not in err

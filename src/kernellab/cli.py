@@ -743,6 +743,14 @@ def _row_count(text: str) -> int:
     return value
 
 
+def _run_count(text: str) -> int:
+    """--runs and --max-runs: 1 to modes.MAX_RUNS boots per variant."""
+    value = _at_least_one(text)
+    if value > modes.MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"must be at most {modes.MAX_RUNS} boots per variant, got {value}")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -872,7 +880,7 @@ def parser() -> argparse.ArgumentParser:
                        "wall; see docs/measurement.md)")
 
     def runs_opt(p: argparse.ArgumentParser, help: str) -> None:
-        p.add_argument("--runs", type=_at_least_one, default=None, help=help)
+        p.add_argument("--runs", type=_run_count, default=None, help=help)
 
     def metric_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--metric", required=True, help=help)
@@ -898,7 +906,7 @@ def parser() -> argparse.ArgumentParser:
     mode_opt(c, None)
     runs_opt(c, f"boots per variant (default: {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}; in wall, at least "
                 f"{wall.runs} and more while a median is looser than +-3%%)")
-    c.add_argument("--max-runs", type=_at_least_one, default=None,
+    c.add_argument("--max-runs", type=_run_count, default=None,
                    help=f"cap on boots per variant in wall mode (default {wall.max_runs})")
     c.add_argument("--initcalls", action="store_true", help="boot with initcall_debug and report the slowest initcalls")
     c.add_argument("--with", dest="with_groups", action="append", metavar="GROUP",
@@ -991,7 +999,7 @@ def parser() -> argparse.ArgumentParser:
                     help="smallest change that counts, in %% of the lower probe's value (default: the metric's "
                          f"noise floor where measured, else {DEFAULT_THRESHOLD:g})")
     mode_opt(bi, None)
-    bi.add_argument("--max-runs", type=_at_least_one, default=WALL_MAX_RUNS,
+    bi.add_argument("--max-runs", type=_run_count, default=WALL_MAX_RUNS,
                     help="wall mode: at most this many boots of a probe while its verdict is not yet known "
                          f"(default {WALL_MAX_RUNS}); 'not yet known' is then the answer")
     format_opt(bi, "table", "json", "html")

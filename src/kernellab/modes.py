@@ -10,6 +10,11 @@ from importlib import resources
 from . import datafile
 from .errors import LabError
 
+# Boots per variant, asked for (--runs, --max-runs, an experiment's runs): a number past
+# this is a typo or a digit string from elsewhere (int() reads any script's digits), not an
+# experiment, and would boot for days before saying anything.
+MAX_RUNS = 1000
+
 
 @dataclass(frozen=True)
 class Mode:

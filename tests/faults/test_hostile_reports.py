@@ -435,3 +435,14 @@ def test_odd_values_in_text_columns_are_shown_not_a_traceback(env, made, tmp_pat
         assert main(["runs", "--format", fmt, "--store", str(store)]) == 0
     assert main(["log", "1", "--store", str(store)]) == 0
     assert capsys.readouterr().out.endswith("\ufffd\\x1b[2J\n")
+
+
+@pytest.mark.parametrize("command", [["show"], ["cite"], ["show", "--fail-on", "syscall.null:+5"]])
+def test_a_device_that_never_ends_is_refused_not_read_to_the_end(capsys, command):
+    """/dev/full reads as zeros forever: `cite /dev/full` read it until the kernel killed the
+    process (found by the hostile-input tests); a result is read up to a bound."""
+    from kernellab.cli import main
+    argv = [command[0], "/dev/full", *command[1:]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "/dev/full is larger than any result kernellab writes (64 MiB)" in err and err.count("\n") == 1

@@ -250,8 +250,8 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
         raise LabError(f"experiment {origin}: no [[variant]] tables")
     if exp.mode is not None and exp.mode not in modes.NAMES:
         raise LabError(f"experiment {origin}: unknown mode {exp.mode!r} (modes: {', '.join(modes.NAMES)})")
-    if exp.runs is not None and exp.runs < 1:
-        raise LabError(f"experiment {origin}: runs must be at least 1, got {exp.runs}")
+    if exp.runs is not None and not 1 <= exp.runs <= modes.MAX_RUNS:
+        raise LabError(f"experiment {origin}: runs must be 1 to {modes.MAX_RUNS}, got {exp.runs}")
     inherited = {"source": exp.source, "arch": exp.arch, "toolchain": exp.toolchain}
     variants = [datafile.load(VariantSpec, {**inherited, **table}, f"experiment {origin}: variant #{i}")
                 for i, table in enumerate(exp.variant, start=1)]

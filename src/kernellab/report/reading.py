@@ -30,10 +30,19 @@ _MAX_INT = 2**63 - 1
 _SAID = 160   # characters of an offending value quoted in a message
 
 
+# A study's report of many arches is a few MiB; nothing kernellab writes comes near this.
+MAX_BYTES = 64 << 20
+
+
 def load_json(path: Path, how_to_write: str) -> Any:
     """The JSON document in `path`, its numbers all finite; else a LabError naming the file."""
     try:
-        text = path.read_text()
+        with path.open("rb") as file:
+            data = file.read(MAX_BYTES + 1)   # a device such as /dev/full never ends
+        if len(data) > MAX_BYTES:
+            raise LabError(f"{path} is larger than any result kernellab writes ({MAX_BYTES >> 20} MiB): "
+                           f"{how_to_write}")
+        text = data.decode()
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise LabError(f"cannot read {path}: {why}; {how_to_write}") from None
