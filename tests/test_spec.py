@@ -66,7 +66,7 @@ def test_default_experiment_is_debug_cost():
      r"\(allowed: arch, base, boot_args, devices, fragments, fs, name, options, source, sysctls, toolchain, vcpus\)$"),
     ("mdoe = 'wall'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
      r"e.toml: unknown key 'mdoe' \(allowed: arch, cold_builds, description, mode, name, runs, source, toolchain, "
-     r"variant, with\)$"),
+     r"variant, with, workloads\)$"),
     ("mode = 'cycles'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",
      r"unknown mode 'cycles' \(modes: icount, wall\)$"),
     ("runs = '3'\n[[variant]]\nname = 'a'\nbase = 'lab-minimal'\n",

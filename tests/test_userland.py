@@ -234,13 +234,28 @@ def test_the_segment_keeps_the_program_its_libraries_and_loader_and_drops_the_re
     assert built.programs == {"prog": "/usr/bin/prog"}
     assert sorted(built.packages) == ["libc6", "prog"]            # debconf: unneeded, never downloaded
     assert sorted(n for n, (mode, _) in entries.items() if mode & 0o170000 != 0o040000) == [
-        f"lib/{TRIPLET}/ld-linux-x86-64.so.2", f"lib/{TRIPLET}/libc.so.6", "lib64/ld-linux-x86-64.so.2",
-        "usr/bin/prog"]
+        "etc/group", "etc/passwd", f"lib/{TRIPLET}/ld-linux-x86-64.so.2", f"lib/{TRIPLET}/libc.so.6",
+        "lib64/ld-linux-x86-64.so.2", "usr/bin/prog"]
     assert entries["usr/bin/prog"] == (0o100755, TRUE.read_bytes())
     assert entries["lib64/ld-linux-x86-64.so.2"] == (0o120777, b"../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
     assert entries["usr/bin"][0] == entries["lib64"][0] == 0o040755   # every directory above an entry
     assert not any("doc" in n or "man" in n or "locale" in n or "other" in n for n in entries)
     assert list(built.files) == sorted(entries)
+
+
+def test_a_server_finds_root_and_nobody_in_the_generated_passwd_and_group(cache, fake_apt, tmp_path):
+    """nginx looks its `user` up by name (getpwnam, getgrnam) even when it never switches to
+    it: the segment carries kernellab's own minimal /etc/passwd and /etc/group; the
+    server's program is kept like the client's."""
+    server = '[server]\ncommand = ["other", "--serve"]\nready_port = 8080\n'
+    built = userland.assemble([tiny_workload(tmp_path, extra=server)], arches.load("x86_64"))
+    entries = read_cpio(gzip.decompress(built.segment.read_bytes()))
+    assert built.programs == {"prog": "/usr/bin/prog", "other": "/usr/bin/other"}
+    passwd = entries["etc/passwd"][1].decode().splitlines()
+    assert entries["etc/passwd"][0] == entries["etc/group"][0] == 0o100644
+    assert [line.split(":")[:4] for line in passwd] == [["root", "x", "0", "0"], ["nobody", "x", "65534", "65534"]]
+    assert [line.split(":")[:3] for line in entries["etc/group"][1].decode().splitlines()] == [
+        ["root", "x", "0"], ["nogroup", "x", "65534"]]
 
 
 def test_a_second_assembly_is_a_lookup_without_apt(cache, fake_apt, tmp_path):

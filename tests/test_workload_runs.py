@@ -10,6 +10,7 @@ integration test at the end runs a static program in a real lab-minimal guest.
 import dataclasses
 import json
 import shutil
+import socket
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -31,8 +32,10 @@ SCHEMA = Path(__file__).parent.parent / "src/kernellab/report/schema.json"
 
 
 def workload_file(tmp: Path, name: str, script: str, *, metrics: str = "", timeout_s: float = 30,
-                  extra: str = "", command: str = '["sh", "{workdir}/run.sh"]') -> Path:
-    """A user's own workload: a shell script printing numbers, read by a regex per metric."""
+                  extra: str = "", command: str = '["sh", "{workdir}/run.sh"]', server: str = "",
+                  serve: str = "") -> Path:
+    """A user's own workload: a shell script printing numbers, read by a regex per metric;
+    with `server`, a [server] table's lines, and `serve`, the script serve.sh it may run."""
     metrics = metrics or '''
 [[metric]]
 name = "value"
@@ -48,9 +51,14 @@ command = {command}
 fixed_work = true
 why = "prints what it is told"
 {extra}
+{"[server]" if server else ""}
+{server}
 [files]
 "run.sh" = \'\'\'
 {script}
+\'\'\'
+"serve.sh" = \'\'\'
+{serve}
 \'\'\'
 
 [run]
@@ -169,10 +177,91 @@ def test_the_gate_reads_a_workload_metric_whatever_the_order_of_the_options(lab,
     assert err.strip().splitlines()[-1].startswith("kernellab: error: --fail-on: unknown metric 'gated.nosuch'")
 
 
+SERVER = """command = ["sh", "{workdir}/serve.sh"]
+ready_line = '^ready'
+ready_timeout_s = 10"""
+# A server that says it is ready, serves until SIGTERM and says it stops.
+SERVE = """trap 'echo stopping; exit 0' TERM
+echo starting
+echo ready
+while :; do sleep 0.05; done"""
+
+
+def test_a_server_is_started_waited_for_stopped_and_its_output_kept(lab, capsys, tmp_path):
+    spec = workload_file(tmp_path, "served", 'echo "value: 7"', server=SERVER, serve=SERVE)
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    assert metric(report, "served.value")["values"]["a"]["median"] == 7
+    [wl] = report["variants"][0]["runs"][0]["workloads"]
+    assert wl["status"] == "ok" and wl["reason"] == ""
+    [(text,)] = sqlite3.connect(lab.store).execute("SELECT text FROM logs WHERE kind = 'workload served'").fetchall()
+    client, server = text.split("--- the server's output (sh) ---\n")
+    assert client == "value: 7\n"
+    assert server.startswith("starting\nready\n") and server.endswith("stopping\n"), server   # SIGTERM
+
+
+def test_a_server_ready_when_its_port_answers(lab, capsys, tmp_path):
+    """ready_port: the client runs once 127.0.0.1:PORT accepts a connection (here it fetches
+    a page from the server); a port that answers before the server starts is another
+    program's, and the workload says so rather than measure it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = (f'command = ["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]\n'
+              f"ready_port = {port}\nready_timeout_s = 20")
+    fetch = (f"python3 -c \"import urllib.request as u; print('value:', "
+             f"u.urlopen('http://127.0.0.1:{port}/').status)\"")
+    spec = workload_file(tmp_path, "web", fetch, server=server)
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    assert metric(report, "web.value")["values"]["a"]["median"] == 200
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # the server's closed connections linger
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    assert metric(report, "web.value")["values"]["a"]["not_available"] == (
+        f"port {port} on 127.0.0.1 answered before the server python3 started: another program on the guest "
+        "holds it (stop it, or give the workload another port)")
+
+
+def test_each_server_failure_is_the_workloads_reason_and_the_rest_is_kept(lab, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(guest_workloads, "SERVER_GRACE_S", 0.3)
+    value = 'echo "value: 1"'
+    files = {
+        "early": workload_file(tmp_path, "early", value, server=SERVER, serve="echo oops; exit 4"),
+        "silent": workload_file(tmp_path, "silent", value, server=SERVER.replace("= 10", "= 0.5"),
+                                serve="echo starting; sleep 30"),
+        "dies": workload_file(tmp_path, "dies", f"sleep 1; {value}", server=SERVER,
+                              serve="echo ready; sleep 0.2; exit 3"),
+        "absent": workload_file(tmp_path, "absent", value,
+                                server=SERVER.replace('"sh", "{workdir}/serve.sh"', '"no-such-server-kl"')),
+        # Ignores SIGTERM (its children too): killed after its grace, and the figure stands.
+        "stubborn": workload_file(tmp_path, "stubborn", value, server=SERVER,
+                                  serve="trap '' TERM; echo ready; while :; do sleep 0.05; done"),
+        "fine": workload_file(tmp_path, "fine", 'echo "value: 5"', server=SERVER, serve=SERVE),
+    }
+    args = [a for f in files.values() for a in ("--workload", str(f))]
+    report, _ = compare_report(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
+    why = {name: metric(report, f"{name}.value")["values"]["a"].get("not_available") for name in files}
+    assert why == {
+        "early": "the server sh exited with status 4 before it was ready (its output is in the run's log)",
+        "silent": "the server sh printed no line matching '^ready' within 0.5 s and was killed (its output is in "
+                  "the run's log)",
+        "dies": "the server sh exited with status 3 while sh ran (its output is in the run's log)",
+        "absent": "the server no-such-server-kl is not installed on the guest: install Debian's dash",
+        "stubborn": None, "fine": None}
+    assert metric(report, "stubborn.value")["values"]["a"]["median"] == 1
+    assert metric(report, "fine.value")["values"]["a"]["median"] == 5
+    statuses = [w["status"] for w in report["variants"][0]["runs"][0]["workloads"]]
+    assert statuses == ["server_failed", "server_not_ready", "server_died", "server_exec_failed", "ok", "ok"]
+    logs = dict(sqlite3.connect(lab.store).execute("SELECT kind, text FROM logs WHERE kind LIKE 'workload %'"))
+    assert logs["workload early"] == "--- the server's output (sh) ---\noops\n"
+    assert logs["workload silent"].endswith("starting\n")
+
+
 @pytest.mark.parametrize("why, args, says", [
     ("the same metric names twice", ("--workload", "{own}:n=1", "--workload", "{own}:n=2"),
      "--workload own and --workload own:n=2 both give own.value"),
-    ("a server", ("--workload", "redis"), "starts a server (redis-server) first"),
+    ("a ready_line in Python's own syntax", ("--workload", "{srv}"), "matched in the guest by POSIX extended"),
     ("traffic from the host under icount", ("--workload", "{net}", "--mode", "icount"),
      "talks to the host over the network"),
     ("an unknown workload", ("--workload", "nosuch"), "no workload 'nosuch'"),
@@ -181,7 +270,8 @@ def test_the_gate_reads_a_workload_metric_whatever_the_order_of_the_options(lab,
 def test_what_cannot_run_is_refused_in_one_line_before_any_build(lab, capsys, tmp_path, why, args, says):
     own = workload_file(tmp_path, "own", 'echo "value: $1"', command='["sh", "{workdir}/run.sh", "{n}"]')
     net = workload_file(tmp_path, "net", 'echo "value: 1"', extra='[needs]\nnetwork = "host"\n')
-    args = [a.format(own=own, net=net) for a in args]
+    srv = workload_file(tmp_path, "srv", 'echo "value: 1"', server=SERVER.replace("^ready", "^ready \\\\d+"))
+    args = [a.format(own=own, net=net, srv=srv) for a in args]
     _, err = compare_report(lab, capsys, "a=tinyconfig", *args, expect=2)
     assert err.count("\n") == 1 and says in err, err
     assert (not lab.store.exists() or lab.runs() == []) and not (lab.cache / "artifacts").exists()
@@ -243,6 +333,51 @@ def test_the_reader_joins_the_pieces_and_tells_what_never_ended(tmp_path):
     assert sink.na == {"other.value": "the run ended before workload other did (timeout)"}
     assert [(e.status, e.elapsed_s, e.output) for e in ended] == [("ok", 1.5, "value: 12\n"),
                                                                   ("not_run", None, "partial")]
+
+
+def test_server_records_are_checked_and_kept_apart_from_the_clients_output(tmp_path):
+    """t=wl_srv carries the server's output: checked like wl_out, never parsed with the
+    client's, and in the run's log after it; a server's failure is the workload's reason."""
+    assert parse(frame("seq=1 t=wl_srv w=0 data=ready%0A")).fields == {"w": "0", "data": "ready%0A"}
+    assert parse(frame("seq=1 t=wl_end w=0 status=server_died code=265 elapsed_ns=5")).fields["status"] == \
+        "server_died"
+    for bad in ("seq=1 t=wl_srv w=0 data=50%", "seq=1 t=wl_srv w=0", "seq=1 t=wl_end w=0 status=server_gone "
+                "code=0 elapsed_ns=1"):
+        with pytest.raises(InvalidRecord):
+            parse(frame(bad))
+    served = resolve(str(workload_file(tmp_path, "served", "", server=SERVER)))
+    killed = resolve(str(workload_file(tmp_path, "killed", "", server=SERVER)))
+    late = resolve(str(workload_file(tmp_path, "late", "", server=SERVER)))
+    sink, ended = _Sink(), []
+    reader = guest_workloads.Reader([served, killed, late], "icount", sink, lambda *a: a, ended.append)
+    for payload in ("seq=0 t=wl_begin w=0 name=served", "seq=1 t=wl_srv w=0 data=value:%201%0Aready%0A",
+                    "seq=2 t=wl_out w=0 data=value:%2012", "seq=3 t=wl_srv w=0 data=bye%0A",
+                    "seq=4 t=wl_end w=0 status=ok code=0 elapsed_ns=2000000000",
+                    "seq=5 t=wl_begin w=1 name=killed", "seq=6 t=wl_srv w=1 data=oops%0A",
+                    "seq=7 t=wl_end w=1 status=server_failed code=265 elapsed_ns=0",
+                    "seq=8 t=wl_begin w=2 name=late", "seq=9 t=wl_srv w=2 data=starting%0A"):
+        reader.record(parse(frame(payload)))
+    reader.finish("timeout")
+    assert sink.samples == {"served.value": 12.0}   # the server's "value: 1" is not read
+    assert sink.na == {
+        "killed.value": "the server sh was killed by signal 9 before it was ready (its output is in the run's log)",
+        "late.value": "the run ended before workload late did (timeout)"}
+    heading = "--- the server's output (sh) ---\n"
+    assert [(e.status, e.output) for e in ended] == [
+        ("ok", f"value: 12\n{heading}value: 1\nready\nbye\n"), ("server_failed", f"{heading}oops\n"),
+        ("not_run", f"{heading}starting\n")]
+
+
+def test_the_agents_file_carries_the_server_and_how_it_is_ready():
+    redis, nginx = resolve("redis:requests=2000"), resolve("nginx")
+    words = guest_workloads.encode([redis, nginx]).split(b"\0")
+    assert words[:2] == [b"kernellab-workloads 2", b"2"]
+    start = words.index(b"redis-server")
+    assert words[start - 1] == b"11"    # its argv's length, "" for --save among them
+    assert words[start + 11:start + 16] == [b"line", b"Ready to accept connections", b"30000", b"TERM",
+                                            str(round(guest_workloads.SERVER_GRACE_S * 1000)).encode()]
+    start = len(words) - 1 - words[::-1].index(b"nginx")   # the server's argv[0], after its label and files
+    assert words[start + 7:start + 10] == [b"port", b"8080", b"30000"]
 
 
 def test_the_catalog_describes_registered_workload_metrics(tmp_path):
@@ -365,3 +500,36 @@ def test_debians_hackbench_runs_in_a_lab_minimal_guest_from_its_userland_twice_i
         assert row["status"] == "ok", row
         values.append(store.run_metrics(outcome.run_id)["hackbench.process_socket_time"])
     assert values[0] == values[1] and values[0][0] > 0, values
+
+
+@pytest.mark.integration
+def test_servers_from_debian_in_a_lab_minimal_guest_twice_identical_or_what_they_need(minimal, store):
+    """Two server workloads in one lab-minimal boot under icount, twice: iperf3 (its server,
+    then its client, over loopback) gives the same figures both times; redis-server needs
+    epoll, which lab-minimal lacks: it exits before it is ready, its metrics say "needs
+    CONFIG_EPOLL" and its own words are in the run's log."""
+    from kernellab.experiments import lab
+
+    prepared, build = minimal
+    instances = compare.resolve_workloads(["iperf3:bytes=4M", "redis:requests=2000"])
+    guest_workloads.check(instances)
+    guest_workloads.register(instances)
+    options = lab.RunOptions(mode="icount", timeout_s=600, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=3",
+                             workloads=instances)
+    figures = []
+    for _ in range(2):
+        outcome = lab.run(prepared, build, store, options)
+        assert outcome.status == "ok", outcome.reason
+        iperf3, redis = store.run_workloads(outcome.run_id)
+        assert iperf3["status"] == "ok", iperf3
+        assert redis["status"] == "server_failed", redis
+        metrics = store.run_metrics(outcome.run_id)
+        figures.append((metrics["iperf3.sent_bw"], metrics["iperf3.received_bw"]))
+        assert "redis.get_rps" not in metrics
+        log = store.run_log(outcome.run_id, "workload redis:requests=2000")
+        assert "--- the server's output (redis-server) ---" in log and "Failed creating the event loop" in log
+        assert "Server listening on 5201" in store.run_log(outcome.run_id, "workload iperf3:bytes=4M")
+    assert figures[0] == figures[1] and figures[0][0][0] > 0, figures
+    unavailable = dict(sqlite3.connect(store.path).execute(
+        "SELECT metric, reason FROM unavailable WHERE run_id = ?", (outcome.run_id,)))
+    assert unavailable["redis.get_rps"] == "needs CONFIG_EPOLL"

@@ -46,7 +46,7 @@ from .config import audit, diff, explain, kconfig
 from .config.dotconfig import differing
 from .config.resolve import base_file_warnings
 from .errors import LabError
-from .experiments import audit_measure, compare, executor, floor, lab, lava, profiling, study, sweep
+from .experiments import audit_measure, compare, crosscheck, executor, floor, lab, lava, probe, profiling, study, sweep
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.spec import (
@@ -69,6 +69,7 @@ from .report import (
     model,
     studyreport,
 )
+from .report import crosscheck as crosscheck_report
 from .report import profile as profile_report
 from .report.terminal import GuardedOutput, OutputLost, printable, printable_tree
 from .size import objects as size_objects
@@ -116,7 +117,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             v.source = args.source or v.source
             v.arch = args.arch or v.arch
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
-    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before the gate's rules
+    # The experiment's and the command line's workloads: their metrics, before the gate's rules.
+    run_workloads = compare.resolve_workloads(list(dict.fromkeys([*exp.workloads, *(args.workload or [])])))
     rules = _gate_rules(args)
     if rules:   # before anything is measured: a gate with nothing to compare never passes
         gate.need_a_comparison(len(exp.variants))
@@ -364,13 +366,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics(text: str) -> list[str]:
+def _metrics(text: str, given: tuple[workloads.Instance, ...] = ()) -> list[str]:
+    """--metric's names, each the catalog's or one of the `given` workloads' (resolved
+    first: compare.resolve_workloads)."""
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
         raise LabError("--metric needs at least one metric name (see src/kernellab/metrics/metrics.toml)")
     # The probes' own check, made before any variant is resolved: a typo costs no `make`.
     from .metrics.catalog import check_known
-    return check_known(metrics)
+    try:
+        check_known(metrics)
+    except LabError as exc:
+        raise LabError(f"--metric: {exc}, nor a metric of a --workload given") from None
+    return probe.check_workload_metrics(metrics, given, "--metric")
 
 
 @contextlib.contextmanager
@@ -387,9 +395,10 @@ def _cluster(args: argparse.Namespace) -> Iterator[executor.Cluster | None]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before --metric's
     placement = _placement(args)
     store = _store(args)
-    metrics = _metrics(args.metric)
+    metrics = _metrics(args.metric, run_workloads)
     if bool(args.toggle) == bool(args.from_diff):
         raise LabError("give --toggle A,B,... or --from-diff GOOD BAD (one of them)")
     if args.toggle:
@@ -407,7 +416,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         flips = differing(placement.prepare(good).config.values, placement.prepare(bad).config.values)
     with _cluster(args) as cluster:
         result = sweep.sweep(store, base, flips, metrics, modes.get(args.mode or placement.default_mode()), args.runs,
-                             log=_log, cluster=cluster, placement=placement)
+                             log=_log, cluster=cluster, placement=placement, workloads=run_workloads)
     _output(kinds.get("sweep").render(result.to_dict(), args.format), None)
     return 0
 
@@ -419,7 +428,9 @@ MIN_THRESHOLD = 0.1   # below this a probe's exact difference is rounding, not t
 def cmd_noise_floor(args: argparse.Namespace) -> int:
     base = _variant(args.base, args)
     options = [o.strip() for o in args.options.split(",") if o.strip()] if args.options else None
-    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=_placement(args))
+    run_workloads = compare.resolve_workloads(args.workload or [])
+    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=_placement(args),
+                           workloads=run_workloads)
     path = floor.save(lab.prepare(base), result)
     _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
     _output(kinds.get("noise-floor").render(result.to_dict(), args.format), None)
@@ -438,9 +449,10 @@ def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> model.Noi
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
+    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before --metric's
     placement = _placement(args)
     store = _store(args)
-    metrics = _metrics(args.metric)
+    metrics = _metrics(args.metric, run_workloads)
     if len(metrics) > 1:
         raise LabError("bisect follows one metric; run it once per metric")
     metric = metrics[0]
@@ -458,7 +470,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     with _cluster(args) as cluster:
         bisector = Bisector.for_variants(store, good, bad, metric,
                                          modes.get(args.mode or placement.default_mode()), threshold,
-                                         log=_log, max_runs=args.max_runs, cluster=cluster, placement=placement)
+                                         log=_log, max_runs=args.max_runs, cluster=cluster, placement=placement,
+                                         workloads=run_workloads)
         result = bisector.run().to_dict()
     _output(kinds.get("bisect").render(result, args.format), None)
     return 0
@@ -612,10 +625,23 @@ def cmd_workload_userland(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workload_crosscheck(args: argparse.Namespace) -> int:
+    placement = _placement(args)
+    result, failures = crosscheck.run(_store(args), _variant(args.variant, args), args.mode, args.runs,
+                                      args.timeout, placement, log=_log)
+    _output(kinds.get("crosscheck").render(result, args.format), args.output)
+    for f in failures:
+        print(f"kernellab: error: {f}", file=sys.stderr)
+    outside = crosscheck_report.failed(result)
+    if outside:
+        print(f"kernellab: cross-check: outside its band: {', '.join(outside)}", file=sys.stderr)
+    return EXIT_RUN_FAILED if failures else EXIT_REGRESSION if outside else EXIT_OK
+
+
 def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else model.NoiseFloor()
-    how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus)
+    how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus, args.workload)
     placement = _placement(args)
     if args.format == "results" and not how.sweeps():
         raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
@@ -885,6 +911,12 @@ def parser() -> argparse.ArgumentParser:
     def metric_opt(p: argparse.ArgumentParser, help: str) -> None:
         p.add_argument("--metric", required=True, help=help)
 
+    def workload_opt(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--workload", action="append", metavar="SPEC",
+                       help="run a real program too, after the agent's tables: a shipped workload with its "
+                            "parameters (fio:rw=read,bs=1M) or your own FILE.toml; its metrics are WORKLOAD.METRIC"
+                            f"{what} (repeatable; see docs/workloads.md)")
+
     def floor_opt(p: argparse.ArgumentParser) -> None:
         p.add_argument("--noise-floor", metavar="FILE",
                        help="TOML with [floor] METRIC = PCT: changes within it are no difference (default: none)")
@@ -913,10 +945,7 @@ def parser() -> argparse.ArgumentParser:
                    help="run an opt-in group of metrics too: net (a data server under load; seconds per boot)")
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung (each workload's own timeout is added)")
-    c.add_argument("--workload", action="append", metavar="SPEC",
-                   help="run a real program too, after the agent's tables: a shipped workload with its parameters "
-                        "(fio:rw=read,bs=1M) or your own FILE.toml; its metrics are WORKLOAD.METRIC (repeatable; "
-                        "see docs/workloads.md; study, sweep and bisect do not take it yet)")
+    workload_opt(c, ", which --fail-on may name")
     target_opts(c)
     cluster_opts(c)
     format_opt(c, *kinds.get("compare").formats)   # each kind of result's formats: report/kinds.py
@@ -983,7 +1012,8 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--toggle", help="options to flip, comma-separated (CONFIG_ prefix optional)")
     sw.add_argument("--from-diff", nargs=2, metavar=("GOOD", "BAD"),
                     help="flip, on GOOD, each option in which BAD differs")
-    metric_opt(sw, "metric(s), comma-separated, e.g. proc.fork_exit")
+    metric_opt(sw, "metric(s), comma-separated, e.g. proc.fork_exit, or a --workload's: hackbench.process_socket_time")
+    workload_opt(sw, ", which --metric may name")
     mode_opt(sw, None)
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
     format_opt(sw, "table", "json", "html")
@@ -994,7 +1024,8 @@ def parser() -> argparse.ArgumentParser:
     bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
     bi.add_argument("good")
     bi.add_argument("bad")
-    metric_opt(bi, "the metric, e.g. proc.fork_exit")
+    metric_opt(bi, "the metric, e.g. proc.fork_exit, or a --workload's: hackbench.process_socket_time")
+    workload_opt(bi, ", which --metric may name")
     bi.add_argument("--threshold", type=_positive, default=None,
                     help="smallest change that counts, in %% of the lower probe's value (default: the metric's "
                          f"noise floor where measured, else {DEFAULT_THRESHOLD:g})")
@@ -1028,6 +1059,7 @@ def parser() -> argparse.ArgumentParser:
     nf.add_argument("--options", help="the neutral options to flip, comma-separated (default: "
                                       "src/kernellab/metrics/neutral.toml; at least 8)")
     mode_opt(nf, modes.DEFAULT)
+    workload_opt(nf, ", whose floor is measured too")
     format_opt(nf, "table", "json")
     variant_opts(nf)
     target_opts(nf, accel="tcg")
@@ -1051,6 +1083,8 @@ def parser() -> argparse.ArgumentParser:
                     help="boot every variant with N virtual CPUs (wall mode where the arch brings up only one "
                          "under icount); its report says so")
     floor_opt(sr)
+    workload_opt(sr, " in each arch's report, beside the study's own [experiment] workloads; its report "
+                     "says so")
     sr.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds before a guest counts as hung")
     cluster_opts(sr)
@@ -1083,6 +1117,20 @@ def parser() -> argparse.ArgumentParser:
     wlu.add_argument("--refresh", action="store_true",
                      help="fetch apt's package lists and the packages again instead of using the cached ones")
     format_opt(wlu, "table", "json")
+
+    wlx = command("crosscheck", "the agent's microbenchmarks beside perf bench, hackbench, cyclictest, stress-ng "
+                  "and fio in the same guest and kernel: ratios, judged against docs/crosschecks.md's bands "
+                  "(exit 3 outside one)", cmd_workload_crosscheck, wl_sub)
+    wlx.add_argument("variant", nargs="?", default="lab-minimal",
+                     help="the kernel: NAME=BASE+... as for compare (default lab-minimal, the bands' own)")
+    variant_opts(wlx)
+    mode_opt(wlx, None)
+    runs_opt(wlx, "boots (default: the mode's)")
+    wlx.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
+                     help="seconds before a guest counts as hung (each workload's own timeout is added)")
+    target_opts(wlx)
+    format_opt(wlx, "table", "markdown", "json")
+    wlx.add_argument("--output", "-o", default=None, help="write the result to this file instead of stdout")
 
     ca = sub.add_parser("cache", help="what kernellab's cache holds (sources, build trees, artifacts, images) "
                                       "and pruning it")

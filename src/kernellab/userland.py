@@ -15,7 +15,9 @@ Assembling one:
    up on PATH), what its file `uses`, the dynamic loader and the shared libraries they load
    (DT_NEEDED, transitively), with the symbolic links on the way. Documentation, manual
    pages, locales and every other program of the packages are left out;
-5. the segment, named by a hash of the architecture, the packages' sha256s and the kept files.
+5. the files kernellab writes itself (`GUEST_FILES`: a minimal /etc/passwd and /etc/group,
+   which a server such as nginx looks its user up in);
+6. the segment, named by a hash of the architecture, the packages' sha256s and the kept files.
 
 The request (the architecture, the packages, what is kept from them) is remembered beside the
 segment, so that assembling it again is a lookup: no apt, no unpacking. The packages under a
@@ -73,7 +75,14 @@ UNNEEDED = frozenset({
 # Where argv[0] is looked up (in this order), as the agent's PATH has it.
 PATH_DIRS = ("usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin")
 # The changes of this module that change what a request keeps: part of its key.
-FORMAT = 1
+FORMAT = 2
+# Files of kernellab's own in every userland. The guest runs everything as root; a server
+# still looks its user up by name (nginx's `user root root;`, redis nothing), and glibc reads
+# these without nsswitch.conf. nobody/nogroup for a program that drops to them.
+GUEST_FILES = {
+    "etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "etc/group": "root:x:0:\nnogroup:x:65534:\n",
+}
 # How the segment is compressed. gzip: the starter set's 115 MiB on amd64 become 42 MiB (6 s
 # to compress, once), and the guest holds the compressed image and the unpacked files at once
 # only briefly; xz saves 30% more but takes 90 s. lab-minimal has RD_GZIP (its default with
@@ -197,7 +206,10 @@ def _build(arch: str, triplet: str, want: Wanted, compression: Compression, refr
     programs, kept = keep(tree, want, triplet)
     sha256s = {name: apt.sha256(deb) for name, deb in sorted(debs.items())}
     files = _cpio_files(tree, kept)
-    content = hashlib.sha256(json.dumps([arch, sha256s, sorted(files)]).encode()).hexdigest()[:20]
+    for name, text in GUEST_FILES.items():
+        files[name] = (stat.S_IFREG | 0o644, _Reader(text=text))
+        files.setdefault(str(PurePosixPath(name).parent), (stat.S_IFDIR | 0o755, _Reader()))
+    content = hashlib.sha256(json.dumps([arch, sha256s, sorted(files), GUEST_FILES]).encode()).hexdigest()[:20]
     target = paths.cache_file("userland", f"{arch}-{content}.cpio" + (".gz" if compression == "gzip" else ""))
     unpacked = sum(e.source.stat().st_size for e in (tree.entries[p] for p in kept) if e.kind == "file")
     if not target.is_file():
@@ -474,10 +486,11 @@ class _Reader:
     """An entry's bytes, read only when the segment is written."""
 
     source: Path | None = None
-    target: str = ""
+    target: str = ""                     # a link's
+    text: str = ""                       # a file of kernellab's own (GUEST_FILES)
 
     def __call__(self) -> bytes:
-        return self.source.read_bytes() if self.source else self.target.encode()
+        return self.source.read_bytes() if self.source else (self.target or self.text).encode()
 
 
 def _write_atomically(target: Path, data: bytes) -> None:

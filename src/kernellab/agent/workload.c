@@ -5,22 +5,42 @@
  *
  *     t=wl_begin w=N name=LABEL
  *     t=wl_out w=N data=ESCAPED          (as many as its output needs)
+ *     t=wl_srv w=N data=ESCAPED          (its server's output, as many)
  *     t=wl_end w=N status=STATUS code=C elapsed_ns=T
  *
  * data is a piece of the program's output, each byte outside '!'..'~' and
  * each '%' and '#' written %XX; the pieces, joined, are the output exactly.
  * STATUS is ok (exit 0), exit (code C), signal (signal C), timeout (killed
  * after its timeout), exec_failed (errno C: the program is not there, or
- * cannot run) or setup_failed (errno C: its directory or files).
+ * cannot run) or setup_failed (errno C: its directory or files); for a
+ * workload with a server, also server_exec_failed (errno C),
+ * server_port_busy (port C answered before the server started: another
+ * program holds it), server_failed (it ended before it was ready: C is its
+ * exit status, or 256 + the signal that killed it), server_not_ready (not
+ * ready within C ms; killed) and server_died (it ended while the client
+ * ran, with C as for server_failed: a non-zero status or a signal; a
+ * server that leaves with status 0, like iperf3 --one-off, is not a
+ * failure).  elapsed_ns is the client's run time.
  *
- * The file: NUL-terminated words.  "kernellab-workloads 1", the number of
- * workloads, then for each: its label, its timeout in ms, the stream to
- * capture (stdout, stderr or both), the number of files to write into its
- * directory and each file's name and content, the number of argv words
- * and the words.  "{workdir}" in a word or a file's content stands for the
- * workload's directory, which only the agent knows.  Programs are found in
- * the bin directory beside the file first, then in PATH; nothing goes
- * through a shell.
+ * The file: NUL-terminated words.  "kernellab-workloads 2", the number of
+ * workloads, then for each: its label, its timeout in ms (the server's
+ * start and the client together), the stream to capture (stdout, stderr or
+ * both), the number of files to write into its directory and each file's
+ * name and content, the number of argv words and the words, then the
+ * number of its server's argv words (0: no server) and, with a server, the
+ * words, how it is known to be ready ("line" and a POSIX extended regular
+ * expression that a line of its output matches, or "port" and a TCP port
+ * on 127.0.0.1 that accepts a connection), the ms it may take to be ready,
+ * the signal that stops it (TERM, INT or QUIT) and the ms it is given to
+ * stop before SIGKILL.  "{workdir}" in a word or a file's content stands
+ * for the workload's directory, which only the agent knows.  Programs are
+ * found in the bin directory beside the file first, then in PATH; nothing
+ * goes through a shell.
+ *
+ * A server runs in its own process group, stdout and stderr into one pipe
+ * the agent drains all along (a server blocked on a full pipe would stall
+ * the client); the client runs once it is ready, and the server is
+ * stopped after the client ends, its group killed.
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64 /* 32-bit targets: offsets on disks over 2 GiB */
@@ -28,12 +48,15 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,7 +65,7 @@
 #include "record.h"
 #include "workload.h"
 
-#define MAGIC "kernellab-workloads 1"
+#define MAGIC "kernellab-workloads 2"
 #define MAX_FILE_BYTES (16L << 20)
 #define MAX_WORDS 1024L
 #define MAX_TIMEOUT_MS (7L * 24 * 3600 * 1000)
@@ -50,9 +73,21 @@
 #define PIECE 140
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define PLACEHOLDER "{workdir}"
+/* How often a server's port is tried while it starts (guest time). */
+#define PORT_TRY_MS 20
+/* A longer line of a server's output is matched by its first part. */
+#define MAX_LINE 1024
 
 struct words {
 	char *next, *end;
+};
+
+struct server {
+	long argc;
+	char **argv; /* NULL-terminated; argc 0: the workload has none */
+	const char *ready_kind, *ready_value; /* "line" and a regex, or "port" and a port */
+	long ready_timeout_ms, grace_ms;
+	int stop_signal;
 };
 
 struct workload {
@@ -60,6 +95,7 @@ struct workload {
 	long timeout_ms, files, argc;
 	char **file; /* name, content, name, content, ... */
 	char **argv; /* NULL-terminated */
+	struct server server;
 };
 
 static const char *word(struct words *w)
@@ -150,6 +186,44 @@ static char *fill(const char *s, const char *dir)
 	return out;
 }
 
+static int signal_named(const char *name)
+{
+	if (!name)
+		return -1;
+	if (strcmp(name, "TERM") == 0)
+		return SIGTERM;
+	if (strcmp(name, "INT") == 0)
+		return SIGINT;
+	if (strcmp(name, "QUIT") == 0)
+		return SIGQUIT;
+	return -1;
+}
+
+/* A workload's server, if it has one; -1 when the file is damaged. */
+static int parse_server(struct words *w, struct server *srv)
+{
+	srv->argc = number(w, MAX_WORDS);
+	if (srv->argc <= 0)
+		return srv->argc; /* 0: none */
+	srv->argv = calloc((size_t)srv->argc + 1, sizeof(char *));
+	if (!srv->argv)
+		return -1;
+	for (long i = 0; i < srv->argc; i++)
+		if (!(srv->argv[i] = (char *)word(w)))
+			return -1;
+	srv->ready_kind = word(w);
+	srv->ready_value = word(w);
+	srv->ready_timeout_ms = number(w, MAX_TIMEOUT_MS);
+	srv->stop_signal = signal_named(word(w));
+	srv->grace_ms = number(w, MAX_TIMEOUT_MS);
+	if (!srv->ready_kind || !srv->ready_value || srv->ready_timeout_ms < 1 || srv->stop_signal < 0 ||
+	    srv->grace_ms < 0)
+		return -1;
+	if (strcmp(srv->ready_kind, "line") != 0 && strcmp(srv->ready_kind, "port") != 0)
+		return -1;
+	return 0;
+}
+
 /* One workload's description; -1 when the file is damaged. */
 static int parse_workload(struct words *w, struct workload *wl)
 {
@@ -174,7 +248,7 @@ static int parse_workload(struct words *w, struct workload *wl)
 	for (long i = 0; i < wl->argc; i++)
 		if (!(wl->argv[i] = (char *)word(w)))
 			return -1;
-	return 0;
+	return parse_server(w, &wl->server);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -212,21 +286,36 @@ static int write_text(const char *dir, const char *name, const char *content)
 	return ret;
 }
 
-/* The workload's directory, its files written and its argv filled; -1 with errno. */
-static int set_up(const struct workload *wl, const char *dir, char **argv)
+/* words with each PLACEHOLDER filled, into out (argc + 1 slots); -1 with errno. */
+static int fill_words(char **out, char *const *words, long argc, const char *dir)
+{
+	for (long i = 0; i < argc; i++)
+		if (!(out[i] = fill(words[i], dir)))
+			return -1;
+	return 0;
+}
+
+static void free_words(char **words, long argc)
+{
+	for (long i = 0; words && i < argc; i++)
+		free(words[i]);
+	free(words);
+}
+
+/* The workload's directory, its files written and its argvs filled; -1 with errno. */
+static int set_up(const struct workload *wl, const char *dir, char **argv, char **server_argv)
 {
 	if (mkdir(dir, 0755) < 0)
 		return -1;
 	for (long i = 0; i < wl->files; i++)
 		if (write_text(dir, wl->file[2 * i], wl->file[2 * i + 1]) < 0)
 			return -1;
-	for (long i = 0; i < wl->argc; i++)
-		if (!(argv[i] = fill(wl->argv[i], dir)))
-			return -1;
-	return 0;
+	if (fill_words(argv, wl->argv, wl->argc, dir) < 0)
+		return -1;
+	return fill_words(server_argv, wl->server.argv, wl->server.argc, dir);
 }
 
-static void emit_piece(int index, const char *buf, size_t len)
+static void emit_piece(const char *type, int index, const char *buf, size_t len)
 {
 	char escaped[PIECE * 3 + 1], *o = escaped;
 
@@ -241,24 +330,69 @@ static void emit_piece(int index, const char *buf, size_t len)
 			*o++ = (char)c;
 	}
 	*o = '\0';
-	emit("t=wl_out w=%d data=%s", index, escaped);
+	emit("t=%s w=%d data=%s", type, index, escaped);
 }
 
-/* Sends the output in pieces that end at a newline where one is near. */
-struct output {
+/*
+ * One program's output as it arrives: sent in pieces that end at a newline
+ * where one is near (type: wl_out or wl_srv), and, for a server waiting to
+ * be ready, matched line by line against its ready_line.
+ */
+struct stream {
+	const char *type;
+	int index, fd; /* fd -1: its end was read */
 	char buf[PIECE];
 	size_t len;
+	regex_t *ready_line; /* NULL: not looked for (or found) */
+	char line[MAX_LINE];
+	size_t line_len;
+	bool ready;
 };
 
-static void take(struct output *out, int index, const char *data, size_t len)
+static void match_line(struct stream *s, char c)
+{
+	if (c != '\n') {
+		if (s->line_len < sizeof(s->line) - 1)
+			s->line[s->line_len++] = c;
+		return;
+	}
+	s->line[s->line_len] = '\0';
+	s->line_len = 0;
+	if (regexec(s->ready_line, s->line, 0, NULL, 0) == 0) {
+		s->ready = true;
+		s->ready_line = NULL;
+	}
+}
+
+static void take(struct stream *s, const char *data, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
-		out->buf[out->len++] = data[i];
-		if (data[i] == '\n' || out->len == PIECE) {
-			emit_piece(index, out->buf, out->len);
-			out->len = 0;
+		s->buf[s->len++] = data[i];
+		if (data[i] == '\n' || s->len == PIECE) {
+			emit_piece(s->type, s->index, s->buf, s->len);
+			s->len = 0;
 		}
+		if (s->ready_line)
+			match_line(s, data[i]);
 	}
+}
+
+/* Reads what is there (the fd polled readable); at its end, sends the rest and closes it. */
+static void pump(struct stream *s)
+{
+	char buf[4096];
+	ssize_t n = read(s->fd, buf, sizeof(buf));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n > 0) {
+		take(s, buf, (size_t)n);
+		return;
+	}
+	emit_piece(s->type, s->index, s->buf, s->len);
+	s->len = 0;
+	close(s->fd);
+	s->fd = -1;
 }
 
 static long long now_ns(void)
@@ -269,7 +403,38 @@ static long long now_ns(void)
 	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void child(const struct workload *wl, const char *dir, char **argv, const char *bin_dir, int out, int err)
+/*
+ * Waits for output on the streams (NULL or fd -1: none) and reads it, for at
+ * most wait_ms (and not past the deadline): false once the deadline passed.
+ */
+static bool pump_for(struct stream *a, struct stream *b, long long wait_ms, long long deadline)
+{
+	struct pollfd p[2];
+	struct stream *of[2];
+	long long left = deadline - now_ns();
+	nfds_t n = 0;
+	int ready;
+
+	if (left <= 0)
+		return false;
+	if (left / 1000000 + 1 < wait_ms)
+		wait_ms = left / 1000000 + 1;
+	if (wait_ms > INT_MAX)
+		wait_ms = INT_MAX;
+	for (struct stream **s = (struct stream *[]){ a, b, NULL }; *s; s++)
+		if ((*s)->fd >= 0) {
+			p[n] = (struct pollfd){ .fd = (*s)->fd, .events = POLLIN };
+			of[n++] = *s;
+		}
+	ready = poll(p, n, (int)wait_ms);
+	for (nfds_t i = 0; ready > 0 && i < n; i++)
+		if (p[i].revents)
+			pump(of[i]);
+	return true;
+}
+
+/* Runs argv in dir in a process group of its own, stdin /dev/null, its output into out. */
+static void child(char **argv, const char *dir, const char *stream, const char *bin_dir, int out, int err)
 {
 	const char *path = getenv("PATH");
 	char search[PATH_MAX + 256];
@@ -279,11 +444,11 @@ static void child(const struct workload *wl, const char *dir, char **argv, const
 	signal(SIGPIPE, SIG_DFL); /* the agent ignores it; an exec'd program must not */
 	if (null >= 0)
 		dup2(null, 0);
-	if (strcmp(wl->stream, "stderr") != 0)
+	if (strcmp(stream, "stderr") != 0)
 		dup2(out, 1);
 	else
 		dup2(2, 1); /* never among the records */
-	if (strcmp(wl->stream, "stdout") != 0)
+	if (strcmp(stream, "stdout") != 0)
 		dup2(out, 2);
 	snprintf(search, sizeof(search), "%s:%s", bin_dir, path && *path ? path : DEFAULT_PATH);
 	setenv("PATH", search, 1);
@@ -294,97 +459,259 @@ static void child(const struct workload *wl, const char *dir, char **argv, const
 	_exit(127);
 }
 
-/* Reads the program's output until it ends or the deadline passes: true when it passed. */
-static bool relay(int index, int fd, long long deadline)
+struct proc {
+	pid_t pid;
+	struct stream out;
+	bool ended;
+	int status; /* its wait status, once ended */
+};
+
+/*
+ * Starts argv; 0, or -1 with errno: the pipes or fork failed, or exec did
+ * (then *exec_errno says why and the process has been reaped).
+ */
+static int start(struct proc *p, char **argv, const char *dir, const char *stream, const char *bin_dir,
+		 int *exec_errno)
 {
-	struct output out = { .len = 0 };
-	char buf[4096];
+	int out[2], err[2];
+	ssize_t got;
 
-	for (;;) {
-		long long left = deadline - now_ns();
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int ready;
-		ssize_t n;
-
-		if (left <= 0)
-			break;
-		ready = poll(&p, 1, (int)(left / 1000000 > INT_MAX ? INT_MAX : left / 1000000 + 1));
-		if (ready < 0 && errno == EINTR)
-			continue;
-		if (ready <= 0)
-			continue; /* the deadline is checked above */
-		n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			emit_piece(index, out.buf, out.len);
-			return false;
-		}
-		take(&out, index, buf, (size_t)n);
+	*exec_errno = 0;
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		close(out[0]);
+		close(out[1]);
+		return -1;
 	}
-	emit_piece(index, out.buf, out.len);
-	return true;
+	p->pid = fork();
+	if (p->pid == 0)
+		child(argv, dir, stream, bin_dir, out[1], err[1]);
+	if (p->pid < 0) {
+		int fork_errno = errno;
+
+		for (int i = 0; i < 2; i++) {
+			close(out[i]);
+			close(err[i]);
+		}
+		errno = fork_errno;
+		return -1;
+	}
+	close(out[1]);
+	close(err[1]);
+	setpgid(p->pid, p->pid); /* whichever of the two runs first */
+	p->out.fd = out[0];
+	/* The end of err comes with exec (close-on-exec), or the errno of a failed one. */
+	while ((got = read(err[0], exec_errno, sizeof(*exec_errno))) < 0 && errno == EINTR)
+		;
+	close(err[0]);
+	if (got != (ssize_t)sizeof(*exec_errno)) {
+		*exec_errno = 0;
+		return 0;
+	}
+	while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+		;
+	p->ended = true;
+	errno = *exec_errno;
+	return -1;
+}
+
+/* True once the process has ended (reaped, its status kept). */
+static bool ended(struct proc *p)
+{
+	if (!p->ended && waitpid(p->pid, &p->status, WNOHANG) == p->pid)
+		p->ended = true;
+	return p->ended;
+}
+
+/* A wait status as a record's code: the exit status, or 256 + the signal. */
+static int status_code(int status)
+{
+	return WIFSIGNALED(status) ? 256 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+static bool port_answers(long port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool answers;
+
+	if (fd < 0)
+		return false;
+	answers = connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
+	close(fd);
+	return answers;
+}
+
+struct verdict {
+	const char *status;
+	long long code;
+};
+
+/* Reads the rest of an ended server's output (a process of its group that escaped may hold the pipe). */
+static void drain(struct proc *p)
+{
+	long long give_up = now_ns() + 100000000LL;
+
+	while (p->out.fd >= 0 && pump_for(&p->out, &(struct stream){ .fd = -1 }, 100, give_up))
+		;
+	if (p->out.fd >= 0) {
+		emit_piece(p->out.type, p->out.index, p->out.buf, p->out.len);
+		p->out.len = 0;
+		close(p->out.fd);
+		p->out.fd = -1;
+	}
+}
+
+/*
+ * Starts the server and waits until it is ready: true, or false with the
+ * verdict (the server, if it started, is killed and reaped).
+ */
+static bool start_server(const struct server *srv, struct proc *p, char **argv, const char *dir,
+			 const char *bin_dir, long long deadline, struct verdict *v)
+{
+	bool by_line = strcmp(srv->ready_kind, "line") == 0;
+	long port = by_line ? 0 : strtol(srv->ready_value, NULL, 10);
+	long long ready_by = now_ns() + srv->ready_timeout_ms * 1000000LL;
+	regex_t regex;
+	int exec_errno, rc;
+
+	if (!by_line && port_answers(port)) {
+		*v = (struct verdict){ "server_port_busy", port };
+		return false;
+	}
+	if (by_line && (rc = regcomp(&regex, srv->ready_value, REG_EXTENDED | REG_NOSUB)) != 0) {
+		*v = (struct verdict){ "setup_failed", EINVAL };
+		return false;
+	}
+	p->out.ready_line = by_line ? &regex : NULL;
+	if (start(p, argv, dir, "both", bin_dir, &exec_errno) < 0) {
+		*v = exec_errno ? (struct verdict){ "server_exec_failed", exec_errno }
+				: (struct verdict){ "setup_failed", errno };
+	} else {
+		if (ready_by > deadline)
+			ready_by = deadline;
+		while (!(by_line ? p->out.ready : port_answers(port)) && !ended(p) &&
+		       pump_for(&p->out, &(struct stream){ .fd = -1 }, PORT_TRY_MS, ready_by))
+			;
+		if (by_line ? p->out.ready : !p->ended && port_answers(port))
+			*v = (struct verdict){ "ok", 0 };
+		else if (ended(p))
+			*v = (struct verdict){ "server_failed", status_code(p->status) };
+		else
+			*v = (struct verdict){ "server_not_ready", srv->ready_timeout_ms };
+	}
+	if (by_line)
+		regfree(&regex);
+	p->out.ready_line = NULL;
+	if (strcmp(v->status, "ok") == 0)
+		return true;
+	if (p->pid > 0) {
+		if (!p->ended)
+			kill(-p->pid, SIGKILL);
+		while (!p->ended && waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+			;
+		p->ended = true;
+		drain(p);
+	}
+	return false;
+}
+
+/* Stops the server (its signal, then SIGKILL after its grace), reads the rest of its output. */
+static void stop_server(const struct server *srv, struct proc *p)
+{
+	long long give_up = now_ns() + srv->grace_ms * 1000000LL;
+
+	if (!ended(p)) {
+		kill(-p->pid, srv->stop_signal);
+		while (!ended(p) && pump_for(&p->out, &(struct stream){ .fd = -1 }, 10, give_up))
+			;
+	}
+	kill(-p->pid, SIGKILL); /* it, if it outlived its grace, and what it left running */
+	while (!p->ended && waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+		;
+	p->ended = true;
+	drain(p);
+}
+
+/*
+ * Runs the client to its end or its deadline, reading its output and the
+ * server's (server: NULL without one): its verdict.
+ */
+static struct verdict run_client(struct proc *c, struct proc *server, long long deadline, long timeout_ms)
+{
+	struct stream none = { .fd = -1 };
+	struct proc *s = server;
+	bool timed_out = false;
+	int status;
+
+	while (c->out.fd >= 0) {
+		if (!pump_for(&c->out, s ? &s->out : &none, 1000, deadline)) {
+			timed_out = true;
+			break;
+		}
+		if (s && !s->ended)
+			ended(s); /* its status, while the client still runs */
+	}
+	if (!timed_out) /* its output ended: it did, or it will by the deadline */
+		while (!ended(c) && pump_for(&none, s ? &s->out : &none, 10, deadline))
+			;
+	timed_out = !ended(c);
+	if (timed_out)
+		kill(-c->pid, SIGKILL);
+	while (!c->ended && waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
+		;
+	c->ended = true;
+	kill(-c->pid, SIGKILL); /* what it left running */
+	status = c->status;
+	if (s && ended(s) && (WIFSIGNALED(s->status) || WEXITSTATUS(s->status) != 0))
+		return (struct verdict){ "server_died", status_code(s->status) };
+	if (timed_out)
+		return (struct verdict){ "timeout", timeout_ms };
+	if (WIFSIGNALED(status))
+		return (struct verdict){ "signal", WTERMSIG(status) };
+	if (WEXITSTATUS(status) != 0)
+		return (struct verdict){ "exit", WEXITSTATUS(status) };
+	return (struct verdict){ "ok", 0 };
 }
 
 static void run_one(int index, const struct workload *wl, const char *workdir, const char *bin_dir)
 {
+	const struct server *srv = &wl->server;
 	char dir[PATH_MAX], label[128];
 	char **argv = calloc((size_t)wl->argc + 1, sizeof(char *));
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, status = 0, exec_errno = 0;
-	const char *verdict = "ok";
-	long long start, code = 0;
-	bool timed_out;
-	pid_t pid;
+	char **server_argv = calloc((size_t)srv->argc + 1, sizeof(char *));
+	struct proc client = { .out = { .type = "wl_out", .index = index, .fd = -1 } };
+	struct proc server = { .out = { .type = "wl_srv", .index = index, .fd = -1 } };
+	struct verdict v = { "ok", 0 };
+	long long start_ns = now_ns(), deadline = start_ns + wl->timeout_ms * 1000000LL, elapsed = 0;
+	int exec_errno;
 
 	snprintf(label, sizeof(label), "%s", wl->label);
 	emit("t=wl_begin w=%d name=%s", index, sanitize(label));
 	snprintf(dir, sizeof(dir), "%s/wl-%d", workdir, index);
-	if (!argv || set_up(wl, dir, argv) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-		emit("t=wl_end w=%d status=setup_failed code=%d elapsed_ns=0", index, errno);
+	if (!argv || !server_argv || set_up(wl, dir, argv, server_argv) < 0) {
+		v = (struct verdict){ "setup_failed", errno };
 		goto done;
 	}
-	start = now_ns();
-	pid = fork();
-	if (pid < 0) {
-		emit("t=wl_end w=%d status=setup_failed code=%d elapsed_ns=0", index, errno);
+	if (srv->argc && !start_server(srv, &server, server_argv, dir, bin_dir, deadline, &v))
 		goto done;
-	}
-	if (pid == 0)
-		child(wl, dir, argv, bin_dir, out[1], err[1]);
-	setpgid(pid, pid); /* whichever of the two runs first */
-	close(out[1]);
-	close(err[1]);
-	out[1] = err[1] = -1;
-	timed_out = relay(index, out[0], start + wl->timeout_ms * 1000000LL);
-	if (timed_out)
-		kill(-pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	kill(-pid, SIGKILL); /* what it left running */
-	if (read(err[0], &exec_errno, sizeof(exec_errno)) == (ssize_t)sizeof(exec_errno)) {
-		verdict = "exec_failed";
-		code = exec_errno;
-	} else if (timed_out) {
-		verdict = "timeout";
-		code = wl->timeout_ms;
-	} else if (WIFSIGNALED(status)) {
-		verdict = "signal";
-		code = WTERMSIG(status);
-	} else if (WEXITSTATUS(status) != 0) {
-		verdict = "exit";
-		code = WEXITSTATUS(status);
-	}
-	emit("t=wl_end w=%d status=%s code=%lld elapsed_ns=%lld", index, verdict, code, now_ns() - start);
+	start_ns = now_ns();
+	if (start(&client, argv, dir, wl->stream, bin_dir, &exec_errno) < 0)
+		v = exec_errno ? (struct verdict){ "exec_failed", exec_errno } : (struct verdict){ "setup_failed", errno };
+	else
+		v = run_client(&client, srv->argc ? &server : NULL, deadline, wl->timeout_ms);
+	elapsed = now_ns() - start_ns;
+	if (srv->argc)
+		stop_server(srv, &server);
 done:
-	for (int i = 0; i < 2; i++) {
-		if (out[i] >= 0)
-			close(out[i]);
-		if (err[i] >= 0)
-			close(err[i]);
-	}
-	for (long i = 0; argv && i < wl->argc; i++)
-		free(argv[i]);
-	free(argv);
+	emit("t=wl_end w=%d status=%s code=%lld elapsed_ns=%lld", index, v.status, v.code, elapsed);
+	for (struct proc *p = &client; p; p = p == &client ? &server : NULL)
+		if (p->out.fd >= 0)
+			close(p->out.fd);
+	free_words(argv, wl->argc);
+	free_words(server_argv, srv->argc);
 	if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
 		warn("removing %s: %s", dir, strerror(errno));
 }
@@ -421,11 +748,13 @@ void run_workloads(const char *path, const char *workdir)
 			emit("t=meta key=workloads value=damaged");
 			free(wl.file);
 			free(wl.argv);
+			free(wl.server.argv);
 			break;
 		}
 		run_one((int)i, &wl, workdir, bin_dir);
 		free(wl.file);
 		free(wl.argv);
+		free(wl.server.argv);
 	}
 	free(data);
 }

@@ -38,6 +38,7 @@ from ..config.dotconfig import differing
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
+from ..workloads import Instance
 from . import cluster_probe, executor, lab
 from .placement import Placement
 from .probe import DIFFERENT, SAME, UNKNOWN, Probe, Verdict, verdict
@@ -119,7 +120,9 @@ class Bisector:
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
                      mode: modes.Mode, threshold_pct: float = 2.0,
                      log: Callable[[str], None] = print, max_runs: int = WALL_MAX_RUNS,
-                     cluster: executor.Cluster | None = None, placement: Placement | None = None) -> Bisector:
+                     cluster: executor.Cluster | None = None, placement: Placement | None = None,
+                     workloads: tuple[Instance, ...] = ()) -> Bisector:
+        """`workloads`: real programs each probe runs, when `metric` is one of theirs."""
         if good.source != bad.source or good.arch != bad.arch:
             raise LabError("bisect compares two configs of one source and arch: give both the same --source/--arch")
         if good.boot_words() != bad.boot_words():
@@ -131,7 +134,7 @@ class Bisector:
         good_p, bad_p = prepare(good), prepare(bad)
         target = differing(good_p.config.values, bad_p.config.values)
         prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log, placement,
-                                      "bisect")
+                                      "bisect", workloads)
         return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
 
     def run(self) -> BisectResult:

@@ -17,6 +17,7 @@ from functools import cached_property
 
 from .. import blast, modes
 from ..store import Store
+from ..workloads import Instance
 from . import executor, lab
 from .placement import Placement
 from .probe import Due, Probe, Prober
@@ -26,12 +27,16 @@ from .spec import VariantSpec
 
 def prober(store: Store, base: VariantSpec, base_text: str, metrics: list[str], mode: modes.Mode,
            cluster: executor.Cluster | None, log: Callable[[str], None] = print,
-           placement: Placement | None = None, command: str = "sweep") -> Prober:
+           placement: Placement | None = None, command: str = "sweep",
+           workloads: tuple[Instance, ...] = ()) -> Prober:
     """The local prober (booting where `placement` says), or the cluster's when there is
-    one (QEMU on its workers: the command refused any other target, registry.Ask(cluster=True))."""
+    one (QEMU on its workers: the command refused any other target, registry.Ask(cluster=True)).
+    `workloads`: real programs every probe's run measures too."""
     if cluster is None:
-        return Prober(store, base, base_text, metrics, mode, placement=placement, command=command)
-    return ClusterProber(store, base, base_text, metrics, mode, cluster=cluster, log=log)
+        return Prober(store, base, base_text, metrics, mode, placement=placement, command=command,
+                      workloads=workloads)
+    return ClusterProber(store, base, base_text, metrics, mode, command=command, workloads=workloads,
+                         cluster=cluster, log=log)
 
 
 @dataclass

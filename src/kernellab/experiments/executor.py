@@ -354,7 +354,9 @@ def run_experiment(exp: Experiment, store: Store, how: compare.Plan, cluster: Cl
             bar.advance()
     if how.reuse:   # a study resumes: runs of the same kernel measured the same way count
         for r in records:
-            r.runs = compare.earlier_runs(r, store, how, lab.agent_for(r.prepared, compare.target_of(how, r)))
+            # The agent its runs boot with, workloads and all (the key names the initramfs).
+            agent = lab.agent_for(r.prepared, compare.target_of(how, r), how.options.workloads)
+            r.runs = compare.earlier_runs(r, store, how, agent)
             if r.runs:
                 log(f"{r.prepared.spec.name}: {len(r.runs)} earlier run(s) taken from the store")
 

@@ -23,11 +23,13 @@ from typing import Any
 
 from .. import __version__, datafile, modes, paths
 from ..errors import LabError
+from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog
 from ..report import kinds
 from ..report.model import NoiseFloor
 from ..report.noisefloor import NOISE_FLOOR
 from ..store import Store
+from ..workloads import Instance
 from . import lab, sweep
 from .placement import Placement
 from .probe import Prober
@@ -55,10 +57,16 @@ def neutral_options() -> list[Neutral]:
 def floor_metrics(mode: modes.Mode) -> list[str]:
     """What the floor is measured for: every metric a boot measures and the mode can
     believe (sizes and build times are exact facts of the build, not layout noise; the
-    opt-in loads run only when asked)."""
+    opt-in loads run only when asked); a workload's only when it runs (workload_metrics)."""
     return [m.name for m in catalog().values()
             if m.clock in ("guest", "count") and m.valid_in(mode.name) and not m.opt_in
-            and not m.name.startswith("size.")]
+            and not m.name.startswith("size.") and m.source != "workload"]
+
+
+def workload_metrics(workloads: tuple[Instance, ...], mode: modes.Mode) -> list[str]:
+    """The metrics of the workloads a floor's runs measure too, those the mode can believe."""
+    return [guest_workloads.metric_name(inst, m) for inst in workloads for m in inst.metrics()
+            if mode.name in m.modes]
 
 
 def key(p: lab.Prepared) -> str:
@@ -99,7 +107,10 @@ class Floor:
 
 
 def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str] | None = None,
-            log: Callable[[str], None] = print, placement: Placement | None = None) -> Floor:
+            log: Callable[[str], None] = print, placement: Placement | None = None,
+            workloads: tuple[Instance, ...] = ()) -> Floor:
+    """`workloads`: real programs every run measures too, whose metrics get a floor as well
+    (their metrics registered: compare.resolve_workloads)."""
     if not mode.deterministic:
         exact = [m.name for m in modes.deterministic()]
         raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
@@ -113,15 +124,15 @@ def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str
     absent = [n for n in names if n not in prepared.config.values]
     names = [n for n in names if n not in absent]
     # The metrics this kernel measures (one boot of the base, which the sweep reuses).
-    candidates = floor_metrics(mode)
+    candidates = floor_metrics(mode) + workload_metrics(workloads, mode)
     seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True, placement=placement,
-                  command="noise-floor").probe("baseline", {})
+                  command="noise-floor", workloads=workloads).probe("baseline", {})
     metrics = [m for m in candidates if seen.runs[m]]
     refused = [f"{n} (not in {base.name}'s config: unknown here, or a dependency is unmet)" for n in absent]
     if len(names) < MIN_FLIPS:
         raise LabError(f"only {len(names)} of the neutral options could be set on {base.name} "
                        f"(refused: {', '.join(refused)}); a floor needs {MIN_FLIPS}")
-    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log)
+    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log, workloads=workloads)
     applied = [f for f in result.flips if not f.dropped]
     refused += [f"{f.option} ({'; '.join(f.dropped)})" for f in result.flips if f.dropped]
     if len(applied) < MIN_FLIPS:

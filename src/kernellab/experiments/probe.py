@@ -17,10 +17,12 @@ from .. import arches, blast, modes, paths, treepool
 from ..build import FIGURE_METRICS, Build, build_tree
 from ..config import kconfig
 from ..errors import LabError
+from ..guest import workloads as guest_workloads
 from ..metrics.catalog import agent_selector, check_known, describe
 from ..stats import ALPHA, compare_samples
 from ..store import Store
 from ..targets import Capabilities, Target
+from ..workloads import Instance
 from . import lab
 from .placement import Placement
 from .scheduler import Scheduler, Threads
@@ -68,9 +70,14 @@ class Prober:
     # `command` (sweep, bisect, ...) before anything is built.
     placement: Placement | None = None
     command: str = "sweep"
+    # Real programs every probe's run measures too (--workload; compare.resolve_workloads):
+    # their WORKLOAD.METRIC figures are metrics a search follows like the agent's.
+    workloads: tuple[Instance, ...] = ()
 
     def __post_init__(self) -> None:
         check_known(self.metrics)
+        check_workload_metrics(self.metrics, self.workloads, self.command)
+        guest_workloads.check_mode(self.workloads, self.mode.name)
         self.place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = (
             self.placement.for_probes(self.command, self.mode.name, self.base) if self.placement is not None
             else None)
@@ -83,7 +90,8 @@ class Prober:
         words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
         if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
             words.append(arches.load(self.base.arch).fast_boot_args)
-        self.options = lab.RunOptions(self.mode.name, self.timeout_s, cmdline_extra=" ".join(w for w in words if w))
+        self.options = lab.RunOptions(self.mode.name, self.timeout_s, cmdline_extra=" ".join(w for w in words if w),
+                                      workloads=self.workloads)
         self._pool: treepool.TreePool | None = None
 
     @cached_property
@@ -175,7 +183,7 @@ class Prober:
         """The probe with the agent its target takes (as compare's variants take theirs:
         an initramfs, or the program itself), and its equal runs from the store taken."""
         target = self._target(prepared, probe.build)
-        agent = lab.agent_for(prepared, target)
+        agent = lab.agent_for(prepared, target, self.workloads)
         earlier = self.store.finished_runs(probe.build.key, self.mode.name, self.options.key(agent, prepared.spec))
         # A probe's run is reused only where it was measured (any QEMU run, without --target).
         reusable = lab.on_target(self.store, earlier, target.name if self.place is not None else None)
@@ -206,9 +214,22 @@ class Prober:
             if m not in by_metric:
                 if self.tolerant:
                     continue
+                why = self.store.run_unavailable(run_id).get(m)
                 raise LabError(f"probe {probe.label}: run {run_id} measured no {m} "
-                               f"(not available in this kernel? see `kernellab log {run_id}`)")
+                               + (f"({why}; see `kernellab log {run_id}`)" if why else
+                                  f"(not available in this kernel? see `kernellab log {run_id}`)"))
             probe.runs[m].append(statistics.median(by_metric[m]))
+
+
+def check_workload_metrics(metrics: list[str], workloads: tuple[Instance, ...], what: str) -> list[str]:
+    """A workload's metric is measured only with its workload (a metric registered by another,
+    in this process, is not): the metrics, or one line before anything builds."""
+    given = {guest_workloads.metric_name(inst, m) for inst in workloads for m in inst.metrics()}
+    missing = [m for m in metrics if describe(m, "").source == "workload" and m not in given]
+    if missing:
+        raise LabError(f"{what}: {', '.join(missing)} is a workload's metric that no --workload given yields: "
+                       "give that workload (with the parameters its name needs)")
+    return metrics
 
 
 def base_file(text: str) -> Path:

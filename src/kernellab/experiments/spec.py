@@ -120,6 +120,10 @@ class Experiment:
     with_groups: list[str] = field(default_factory=list)
     # Build every variant from scratch without ccache, so its build times can be compared.
     cold_builds: bool = False
+    # Real programs every run of every variant measures too, as `--workload SPEC` names
+    # them (a shipped workload with its parameters, or a file): resolved by the command
+    # (compare.resolve_workloads), which registers their WORKLOAD.METRIC names.
+    workloads: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ class _ExperimentFile:
     runs: int | None = None
     with_: list[str] = field(default_factory=list)
     cold_builds: bool = False
+    workloads: list[str] = field(default_factory=list)
 
 
 def check_groups(groups: list[str], where: str) -> list[str]:
@@ -256,4 +261,4 @@ def experiment_from_data(data: Any, origin: str) -> Experiment:
     variants = [datafile.load(VariantSpec, {**inherited, **table}, f"experiment {origin}: variant #{i}")
                 for i, table in enumerate(exp.variant, start=1)]
     return Experiment(exp.name or Path(origin).stem, variants, exp.mode, exp.runs, exp.description,
-                      check_groups(exp.with_, f"experiment {origin}: with"), exp.cold_builds)
+                      check_groups(exp.with_, f"experiment {origin}: with"), exp.cold_builds, list(exp.workloads))

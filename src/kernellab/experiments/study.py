@@ -21,10 +21,12 @@ from typing import Any
 from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
 from ..config.dotconfig import differing
 from ..errors import LabError
+from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog
 from ..proc import require_tool
 from ..store import Store
 from ..targets.registry import Ask
+from ..workloads import Instance
 from . import compare, executor, lab, sweep
 from .placement import Placement
 from .spec import Experiment, VariantSpec, experiment_from_data
@@ -156,21 +158,28 @@ def load(name_or_path: str) -> Study:
 def parse(data: dict[str, Any], origin: str) -> Study:
     f = datafile.load(StudyFile, data, origin)
     exp = experiment_from_data(f.experiment, f"{origin} [experiment]")
+    # Its workloads' metrics registered first: the tables, the summary and a sweep may name them.
+    try:
+        instances = compare.resolve_workloads(exp.workloads)
+    except LabError as exc:
+        raise LabError(f"{origin} [experiment] workloads: {exc}") from None
     names = [v.name for v in exp.variants]
-    _check(f, names, origin)
+    _check(f, names, origin, {guest_workloads.metric_name(i, m) for i in instances for m in i.metrics()})
     return Study(f, replace(exp, name=f.name, description=f.title), origin)
 
 
-def _check(f: StudyFile, names: list[str], origin: str) -> None:
-    """The cross-references a schema cannot see: variant names, metric names, arch names."""
+def _check(f: StudyFile, names: list[str], origin: str, workload_metrics: set[str]) -> None:
+    """The cross-references a schema cannot see: variant names, metric names (a workload's
+    only when [experiment] workloads runs it), arch names."""
     def variant(name: str | None, where: str) -> None:
         if name is not None and name not in names:
             raise LabError(f"{origin}: {where} names variant {name!r}, not one of {', '.join(names)}")
 
     def metric(name: str, where: str) -> None:
-        if name not in catalog():
-            raise LabError(f"{origin}: {where} names metric {name!r}, which the catalog "
-                           "(src/kernellab/metrics/metrics.toml) does not know")
+        theirs = name in catalog() and catalog()[name].source == "workload"   # registered by any command
+        if name not in catalog() or (theirs and name not in workload_metrics):
+            raise LabError(f"{origin}: {where} names metric {name!r}, which neither the catalog "
+                           "(src/kernellab/metrics/metrics.toml) nor a workload of [experiment] workloads has")
 
     known_arches = arches.available()
     for a in [*f.arches, *f.quick.arches, *(a for s in f.sweep for a in s.arches)]:
@@ -237,10 +246,15 @@ class StudyPlan:
     runs: int | None
     timeout_s: float = lab.DEFAULT_TIMEOUT_S
     vcpus: int | None = None  # every variant booted with this many vCPUs (--vcpus), else each its own
+    # Real programs every run measures: the study's own ([experiment] workloads), then those
+    # this run adds (--workload, in `added`), resolved and their metrics registered.
+    workloads: tuple[Instance, ...] = ()
+    added: tuple[Instance, ...] = ()
 
     def changed(self) -> list[str]:
         """What this run does differently from the study file: said in its report."""
-        return [f"every variant booted with {self.vcpus} vCPUs (--vcpus {self.vcpus})"] if self.vcpus else []
+        out = [f"every variant booted with {self.vcpus} vCPUs (--vcpus {self.vcpus})"] if self.vcpus else []
+        return out + [f"every variant runs the workload {inst.label} too (--workload)" for inst in self.added]
 
     def left_out(self) -> list[str]:
         """What of the full study this run does not do: said in its report."""
@@ -283,7 +297,9 @@ def _buildable(v: VariantSpec, arch: str) -> bool:
 
 
 def plan(study: Study, arch: list[str] | None, mode: str | None, runs: int | None, quick: bool,
-         timeout_s: float = lab.DEFAULT_TIMEOUT_S, vcpus: int | None = None) -> StudyPlan:
+         timeout_s: float = lab.DEFAULT_TIMEOUT_S, vcpus: int | None = None,
+         workloads: list[str] | None = None) -> StudyPlan:
+    """`workloads`: specs (as --workload names them) every variant runs beside the study's own."""
     chosen = list(dict.fromkeys(arch)) if arch else study.arches(quick)
     unknown = [a for a in chosen if a not in study.file.arches]
     if unknown:
@@ -296,7 +312,11 @@ def plan(study: Study, arch: list[str] | None, mode: str | None, runs: int | Non
             # Its variants differ in vCPUs on purpose: one count for all would erase the question.
             raise LabError(f"study {study.name} sets the vCPUs of {', '.join(own)} itself: run it without --vcpus")
         # The mode and the arch may not allow that many (compare.plan checks, before any build).
-    return StudyPlan(study, chosen, quick, mode, runs, timeout_s, vcpus)
+    own = study.experiment.workloads
+    added = [spec for spec in dict.fromkeys(workloads or []) if spec not in own]
+    # Resolved together: two that would give the same metric names are refused (guest.workloads.check).
+    instances = compare.resolve_workloads([*own, *added])
+    return StudyPlan(study, chosen, quick, mode, runs, timeout_s, vcpus, instances, instances[len(own):])
 
 
 def preflight(p: StudyPlan) -> None:
@@ -347,7 +367,8 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
             log(f"study {p.study.name}: {a}" + (" (quick form)" if p.quick else ""))
             try:
                 exp = _with_config_bases(p.experiment(a), log)
-                how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s, placement=placement), reuse=True)
+                how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s, placement=placement,
+                                           workloads=p.workloads), reuse=True)
                 report, failed = (compare.run_experiment(exp, store, how, log=log) if cluster is None
                                   else executor.run_experiment(exp, store, how, cluster, log=log))
             except LabError as exc:
@@ -391,7 +412,8 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
             f"the other {left} are not flipped")
         flips = kept
     mode = modes.get(p.mode or exp.mode or modes.DEFAULT)   # as compare.plan resolves it without --target
-    result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster).to_dict()
+    result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster,
+                         workloads=p.workloads).to_dict()
     return {**result, "arch": arch, "good": s.good, "bad": s.bad, **chosen}
 
 

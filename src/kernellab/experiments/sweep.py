@@ -23,6 +23,7 @@ from ..guest import vulnerabilities
 from ..knowledge import flaws_by_option
 from ..report.model import judge_probes
 from ..store import Store
+from ..workloads import Instance
 from . import cluster_probe, executor, lab
 from .placement import Placement
 from .probe import Probe, Prober
@@ -83,8 +84,9 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
           mode: modes.Mode, runs: int | None = None,
           log: Callable[[str], None] = print, cluster: executor.Cluster | None = None,
-          placement: Placement | None = None) -> SweepResult:
-    """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once."""
+          placement: Placement | None = None, workloads: tuple[Instance, ...] = ()) -> SweepResult:
+    """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once.
+    `workloads`: real programs each probe runs, for the WORKLOAD.METRIC names in `metrics`."""
     start = time.monotonic()
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
@@ -92,7 +94,8 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if prepared.toolchain is None:
         raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
                        "(running+... builds the running kernel's config)")
-    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, placement, "sweep")
+    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, placement, "sweep",
+                                  workloads)
     runs = runs or mode.runs
     baseline = prober.probe("baseline", {}, runs)
     costs = _radii(prober, prepared.config.values, flips)

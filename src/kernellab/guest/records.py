@@ -154,9 +154,10 @@ def _check_metric(metric: str, unit: str, payload: str) -> None:
 
 
 # The workloads' records (agent/workload.c), field sets as it prints them.
-_WORKLOAD_FIELDS = {"wl_begin": {"w", "name"}, "wl_out": {"w", "data"},
+_WORKLOAD_FIELDS = {"wl_begin": {"w", "name"}, "wl_out": {"w", "data"}, "wl_srv": {"w", "data"},
                     "wl_end": {"w", "status", "code", "elapsed_ns"}}
-_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed")
+_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed"
+                              r"|server_(?:exec_failed|port_busy|failed|not_ready|died)")
 _ESCAPED = re.compile(r"(?:[!-$&-~]|%[0-9A-F]{2})+")    # a piece of output, %XX outside '!'..'~'
 
 
@@ -165,8 +166,8 @@ def _check_workload(kind: str, fields: dict[str, str], payload: str) -> None:
         raise InvalidRecord(f"{kind} record with fields other than {'/'.join(sorted(_WORKLOAD_FIELDS[kind]))}",
                             payload)
     count(fields["w"], "w", payload)
-    if kind == "wl_out" and not _ESCAPED.fullmatch(fields["data"]):
-        raise InvalidRecord("wl_out record whose data is not escaped output", payload)
+    if kind in ("wl_out", "wl_srv") and not _ESCAPED.fullmatch(fields["data"]):
+        raise InvalidRecord(f"{kind} record whose data is not escaped output", payload)
     if kind == "wl_end":
         if not _WORKLOAD_STATUS.fullmatch(fields["status"]):
             raise InvalidRecord(f"wl_end record with status {fields['status'][:30]}", payload)

@@ -2,23 +2,27 @@
 and as the host reads them back.
 
 The host writes one file for the agent (`encode`): per workload its label, timeout, the
-stream to capture, the files to write into its directory and its argv, NUL-separated, so
-that an argv word may hold any character but NUL and nothing goes through a shell. The
+stream to capture, the files to write into its directory, its argv and its server's (with
+how the agent knows it is ready and how it stops it), NUL-separated, so that an argv word
+may hold any character but NUL and nothing goes through a shell. The
 workload's directory is the agent's to choose: "{workdir}" stays in the words and the
 files, and the agent fills it in. Under QEMU the file is /kernellab/workloads in the
 initramfs, the user's own programs (`binaries`) in /kernellab/bin beside it; on a running
 machine it is a file in kernellab's cache that KL_WORKLOADS names, with bin/ beside it.
 
-The agent frames each program's output into t=wl_begin, t=wl_out and t=wl_end records
-(agent/workload.c); `Reader` reassembles each workload's output, parses it with the
-workload's parser and hands its metrics, named WORKLOAD.METRIC, to the session's sink, or
-says why each is not available: the program did not start, exited non-zero, ran past its
-timeout, printed nothing the parser reads, or the metric means nothing in the run's mode.
+The agent frames each program's output into t=wl_begin, t=wl_out and t=wl_end records, its
+server's into t=wl_srv (agent/workload.c); `Reader` reassembles each workload's output,
+parses it with the workload's parser and hands its metrics, named WORKLOAD.METRIC, to the
+session's sink, or says why each is not available: the program did not start, exited
+non-zero, ran past its timeout, printed nothing the parser reads, its server did not start,
+was not ready in time or died under it, or the metric means nothing in the run's mode. The
+server's output follows the client's in the run's log.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +35,7 @@ from ..metrics import catalog
 from ..workloads import Instance, ResolvedMetric, binary_paths
 from .records import Record
 
-MAGIC = "kernellab-workloads 1"
+MAGIC = "kernellab-workloads 2"
 # Where the initramfs holds them (agent/workload.h: WORKLOADS_PID1_FILE).
 INITRAMFS_DIR = "kernellab"
 INITRAMFS_FILE = f"{INITRAMFS_DIR}/workloads"
@@ -39,6 +43,13 @@ WORKDIR = "{workdir}"   # the agent fills it in
 LOG_KIND = "workload"   # the run's log of each workload's raw output: kind "workload LABEL"
 # errno values the agent reports for a program that could not start.
 _ENOENT, _EACCES, _ENOEXEC = 2, 13, 8
+# How long a server is given to stop after its stop signal before SIGKILL (guest time).
+SERVER_GRACE_S = 5.0
+# What a run's log puts between the client's output and its server's.
+SERVER_LOG_HEADING = "--- the server's output ({program}) ---\n"
+# The agent matches a ready_line with POSIX extended regular expressions (regcomp): Python's
+# own syntax would not mean there what it means here.
+_PYTHON_ONLY = re.compile(r"\\[dDAZ]|\(\?|[*+?}]\?")
 
 
 def metric_name(inst: Instance, m: ResolvedMetric) -> str:
@@ -48,8 +59,8 @@ def metric_name(inst: Instance, m: ResolvedMetric) -> str:
 
 def check(instances: Sequence[Instance]) -> None:
     """What any run refuses of these workloads, in one line each before anything is built:
-    two instances that would give the same metric names, a server (which the agent does
-    not start yet)."""
+    two instances that would give the same metric names, a server's ready_line the agent's
+    POSIX regular expressions would read otherwise than Python's."""
     owner: dict[str, Instance] = {}
     for inst in instances:
         for m in inst.metrics():
@@ -60,9 +71,10 @@ def check(instances: Sequence[Instance]) -> None:
                                "them parameters that name their metrics apart (fio's {rw} does), or run them in "
                                "two compares")
         server = inst.workload.server
-        if server is not None:
-            raise LabError(f"workload {inst.label} starts a server ({server.command[0]}) first, which the agent "
-                           "does not do yet: choose a workload without [server]")
+        if server is not None and _PYTHON_ONLY.search(server.ready_line):
+            raise LabError(f"workload {inst.label}: its server's ready_line {server.ready_line!r} is matched in the "
+                           "guest by POSIX extended regular expressions: write [0-9] for \\d, use no (?...) group, "
+                           "no lazy quantifier, ^ and $ for \\A and \\Z")
 
 
 def check_mode(instances: Sequence[Instance], mode: str) -> None:
@@ -112,11 +124,21 @@ def encode(instances: Sequence[Instance]) -> bytes:
         words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), w.output.stream, str(len(files))]
         for name, content in files.items():
             words += [name, content]
-        words += [str(len(argv)), *argv]
+        words += [str(len(argv)), *argv, *_server_words(inst)]
     bad = next((word for word in words if "\0" in word), None)
     if bad is not None:
         raise LabError(f"a workload's argv or file holds a NUL character ({bad[:40]!r}): remove it")
     return b"".join(word.encode() + b"\0" for word in words)
+
+
+def _server_words(inst: Instance) -> list[str]:
+    """The server's part of a workload in the agent's file: "0" for none."""
+    server, argv = inst.workload.server, inst.server_argv(WORKDIR)
+    if server is None or argv is None:
+        return ["0"]
+    ready = ["line", server.ready_line] if server.ready_line else ["port", str(server.ready_port)]
+    return [str(len(argv)), *argv, *ready, str(max(1, round(server.ready_timeout_s * 1000))),
+            server.stop_signal, str(round(SERVER_GRACE_S * 1000))]
 
 
 def binaries(instances: Sequence[Instance]) -> dict[str, Path]:
@@ -177,18 +199,30 @@ class Sink(Protocol):
 class Ended:
     """One workload of a run, as it ended: what the lab stores of it."""
     inst: Instance
-    # ok, exit, signal, timeout, exec_failed, setup_failed (as the agent says), not_run (the run
-    # ended first), unparsed (its output gave none of its metrics)
+    # ok, exit, signal, timeout, exec_failed, setup_failed, server_exec_failed, server_port_busy,
+    # server_failed, server_not_ready, server_died (as the agent says), not_run (the run ended
+    # first), unparsed (its output gave none of its metrics)
     status: str
     reason: str              # "" when every metric was read
     elapsed_s: float | None
-    output: str
+    output: str              # the raw log: the client's output, then its server's (under a heading)
 
 
 @dataclass
 class _Running:
     inst: Instance
     output: bytearray = field(default_factory=bytearray)
+    server: bytearray = field(default_factory=bytearray)
+
+    def log(self) -> str:
+        """The client's output, and the server's after it when the workload has one."""
+        text = self.output.decode(errors="replace")
+        argv = self.inst.server_argv(WORKDIR)
+        if argv is None:
+            return text
+        newline = "\n" if text and not text.endswith("\n") else ""
+        return (f"{text}{newline}{SERVER_LOG_HEADING.format(program=argv[0])}"
+                f"{self.server.decode(errors='replace')}")
 
 
 class Reader:
@@ -211,6 +245,8 @@ class Reader:
             self.running[index] = _Running(self.instances[index])
         elif record.type == "wl_out":
             self.running.setdefault(index, _Running(self.instances[index])).output += unquote_to_bytes(f["data"])
+        elif record.type == "wl_srv":
+            self.running.setdefault(index, _Running(self.instances[index])).server += unquote_to_bytes(f["data"])
         elif record.type == "wl_end":
             got = self.running.pop(index, None) or _Running(self.instances[index])
             self.done.add(index)
@@ -221,7 +257,7 @@ class Reader:
         for index, inst in enumerate(self.instances):
             if index not in self.done:
                 got = self.running.pop(index, None)
-                output = got.output.decode(errors="replace") if got else ""
+                output = got.log() if got else ""
                 reason = f"the run ended before workload {inst.label} did ({why})"
                 self._unavailable(inst, reason)
                 self.done.add(index)
@@ -229,14 +265,14 @@ class Reader:
 
     def _end(self, got: _Running, status: str, code: int, elapsed_s: float) -> None:
         inst = got.inst
-        output = got.output.decode(errors="replace")
+        output = got.log()
         if status != "ok":
             reason = self._failure(inst, status, code)
             self._unavailable(inst, reason)
             self.ended(Ended(inst, status, reason, elapsed_s, output))
             return
         try:
-            parsed = inst.read(output)
+            parsed = inst.read(got.output.decode(errors="replace"))
         except LabError as exc:
             self._unavailable(inst, str(exc))
             self.ended(Ended(inst, "unparsed", str(exc), elapsed_s, output))
@@ -261,6 +297,8 @@ class Reader:
             self.sink.unavailable(metric_name(inst, m), reason)
 
     def _failure(self, inst: Instance, status: str, code: int) -> str:
+        if status.startswith("server_"):
+            return self._server_failure(inst, status, code)
         program = inst.argv(WORKDIR)[0]
         packages = ", ".join(inst.workload.packages)
         if status == "exec_failed" and code == _ENOENT:
@@ -277,4 +315,28 @@ class Reader:
             return f"{program} ran past its timeout of {code / 1000:g} s and was killed"
         if status == "setup_failed":
             return f"the agent could not set up {inst.label}'s directory or files (errno {code})"
+        return f"the agent ended {inst.label} with status {status}"
+
+    def _server_failure(self, inst: Instance, status: str, code: int) -> str:
+        server, argv = inst.workload.server, inst.server_argv(WORKDIR)
+        program = f"the server {argv[0] if argv else '?'}"
+        ended = f"was killed by signal {code - 256}" if code >= 256 else f"exited with status {code}"
+        if status == "server_exec_failed" and code == _ENOENT:
+            packages = ", ".join(inst.workload.packages)
+            install = f": install Debian's {packages}" if packages else ""
+            return f"{program} is not installed on {self.where}{install}"
+        if status == "server_exec_failed":
+            what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
+            return f"{program} could not start on {self.where} ({what})"
+        if status == "server_port_busy":
+            return (f"port {code} on 127.0.0.1 answered before {program} started: another program on {self.where} "
+                    "holds it (stop it, or give the workload another port)")
+        if status == "server_failed":
+            return f"{program} {ended} before it was ready (its output is in the run's log)"
+        if status == "server_not_ready" and server is not None:
+            how = (f"printed no line matching {server.ready_line!r}" if server.ready_line
+                   else f"accepted no connection on port {server.ready_port}")
+            return f"{program} {how} within {code / 1000:g} s and was killed (its output is in the run's log)"
+        if status == "server_died":
+            return f"{program} {ended} while {inst.argv(WORKDIR)[0]} ran (its output is in the run's log)"
         return f"the agent ended {inst.label} with status {status}"
