@@ -32,6 +32,7 @@ QUICK = "KL_REPEATS=3 KL_TARGET_US=200 KL_IDLE_MS=50"
 class ScriptedShell(LocalShell):
     """This machine's shell posing as a remote one: scripts that contain a key get its
     canned answer; everything else (copying and running the agent) really runs here."""
+    here = False
 
     def __init__(self, answers: dict[str, Result] | None = None):
         self.where = "ssh://scripted"

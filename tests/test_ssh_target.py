@@ -3,10 +3,13 @@
 kernel, kexecs it into a variant of its own config built here, measures that, returns it
 to its default kernel; a sweep kexecs its probes there in wall mode; a variant that never
 comes back is power-cycled and fails; bad hosts, users and keys are one line each; an agent
-killed there loses nothing measured."""
+killed there loses nothing measured; workloads run the guest's own programs and the user's,
+copied there."""
 
 import dataclasses
 import json
+import shutil
+import subprocess
 import threading
 import time
 
@@ -42,11 +45,11 @@ def options(guest, **kw) -> TargetOptions:
                          come_back_s=COME_BACK_S, **kw)
 
 
-def run(guest, store, *variants, cmdline=f"{QUICK} {ONLY}", **kw):
+def run(guest, store, *variants, cmdline=f"{QUICK} {ONLY}", workloads=(), **kw):
     messages: list[str] = []
     placement = Placement(options(guest, **kw), log=messages.append)
     exp = Experiment("ssh", [parse_short(v) for v in variants])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement)
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=workloads)
     opts = dataclasses.replace(how.options, cmdline_extra=cmdline)
     how = dataclasses.replace(how, options=opts, target=lambda p, b: placement.target(p, b, opts))
     report, failures = compare.run_experiment(exp, store, how, log=messages.append)
@@ -155,3 +158,137 @@ def test_hosts_keys_and_users_that_are_wrong_are_one_line_each(guest, tmp_path):
     assert guest.keys.host_public.split()[1] in empty.read_text()  # recorded, as ssh's accept-new does
     with pytest.raises(LabError, match="refused the login .*check the user"):
         Placement(TargetOptions(f"ssh://nobody@{ALIAS}", ssh_config=guest.ssh_config), print).machine.facts  # noqa: B018
+
+
+# The user's own program: static, as the guest has no C library of its own.
+OWN_PROGRAM_C = '#include <stdio.h>\nint main(void) { puts("40"); return 0; }\n'
+
+# A user's workload: a script ([files]) that adds its parameter to what the user's program
+# (binaries, in bin/) prints.
+OWN_TOML = """name = "own"
+description = "a user's script and program"
+packages = []
+binaries = ["own-program"]
+command = ["sh", "{workdir}/run.sh", "{n}"]
+fixed_work = true
+why = "prints a sum"
+
+[files]
+"run.sh" = '''
+echo "value: $(($1 + $(own-program)))"
+'''
+
+[run]
+iterations = "n"
+timeout_s = 60
+
+[output]
+format = "text"
+
+[params.n]
+default = "1"
+pattern = '[0-9]+'
+help = "a number"
+
+[[metric]]
+name = "value"
+unit = "count"
+better = "higher"
+regex = '^value: ([0-9]+)$'
+"""
+
+# A program from a Debian package the guest has (busybox-static's wc), on a file of its
+# directory.
+COUNT_TOML = """name = "count"
+description = "the bytes of a file, counted by the machine's own wc"
+packages = ["busybox-static"]
+command = ["wc", "-c", "{workdir}/data"]
+fixed_work = true
+why = "a fixed file"
+
+[files]
+"data" = "0123456789"
+
+[run]
+iterations = "n"
+timeout_s = 60
+
+[output]
+format = "text"
+
+[params.n]
+default = "1"
+pattern = '[0-9]+'
+help = "unused"
+
+[[metric]]
+name = "bytes"
+unit = "B"
+better = "higher"
+regex = '^ *([0-9]+) '
+"""
+
+
+def own_workload(tmp_path) -> str:
+    """The user's workload file, its program built beside it."""
+    from kernellab.agent.compile import cross_targets
+
+    cc = cross_targets()["x86_64"].cc
+    assert shutil.which(cc), cc
+    (tmp_path / "own-program.c").write_text(OWN_PROGRAM_C)
+    subprocess.run([cc, "-static", "-Os", "-o", str(tmp_path / "own-program"), str(tmp_path / "own-program.c")],
+                   check=True)
+    (tmp_path / "own.toml").write_text(OWN_TOML)
+    return str(tmp_path / "own.toml")
+
+
+def test_workloads_run_the_remotes_programs_and_the_users_copied_there(guest, store, tmp_path):
+    """compare --workload on the ssh target: the user's workload file ([files]) and program
+    (binaries) copied beside the agent, a Debian program the guest has, a shipped workload
+    whose program it lacks (one line naming its package); nothing is installed there."""
+    own_workload(tmp_path)
+    (tmp_path / "count.toml").write_text(COUNT_TOML)
+    instances = compare.resolve_workloads([f"{tmp_path / 'own.toml'}:n=2", str(tmp_path / "count.toml"),
+                                           "hackbench:ipc=pipe"])
+    installed = guest.output("ls /bin /sbin /usr/bin /usr/sbin")
+    report, failures, messages = run(guest, store, "running", cmdline="KL_REPEATS=3 KL_ONLY=syscall.null",
+                                     workloads=instances)
+    assert failures == [], messages
+    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    assert values["own.value"]["median"] == 42
+    assert values["count.bytes"]["median"] == 10
+    assert values["hackbench.process_pipe_time"]["not_available"] == (
+        f"hackbench is not installed on ssh://{ALIAS}: install Debian's rt-tests")
+    assert values["syscall.null"]["median"] > 0
+    [run_] = report["variants"][0]["runs"]
+    by_label = {w["label"]: w for w in run_["workloads"]}
+    assert by_label["own:n=2"]["status"] == "ok" and by_label["count"]["status"] == "ok"
+    assert by_label["count"]["provenance"]["argv"] == ["wc", "-c", "{workdir}/data"]
+    assert by_label["count"]["provenance"]["packages"] == ["busybox-static"]
+    assert by_label["own:n=2"]["provenance"]["argv"] == ["sh", "{workdir}/run.sh", "2"]
+    assert by_label["hackbench:ipc=pipe"]["status"] == "exec_failed"
+    # Copied beside the agent, named by content; nothing installed among the machine's programs.
+    copies = guest.output("ls /tmp/kernellab")
+    assert any(name.startswith("workloads-") for name in copies.split()), copies
+    assert guest.output("ls /bin /sbin /usr/bin /usr/sbin") == installed
+
+
+def test_a_sweeps_kexecd_probes_run_the_workloads_copied_after_each_boot(guest, store, tmp_path):
+    """`kernellab sweep --workload ... --target ssh://...`: each probe is a kexec'd kernel
+    (both built already by the first test), whose /tmp starts empty: the workloads are
+    copied after its boot, as the agent is, and its metric is the sweep's."""
+    spec = f"{own_workload(tmp_path)}:n=2"
+    r = kernellab("sweep", "running+CONFIG_CRYPTO_ECB=n", "--toggle", "CRYPTO_ECB", "--metric", "own.value",
+                  "--workload", spec, "--runs", "2", "--format", "json", "--target", f"ssh://{ALIAS}",
+                  "--ssh-config", str(guest.ssh_config), "--power-cycle", guest.power_cycle_command,
+                  "--kexec-timeout", str(COME_BACK_S), store_path=store.path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["mode"] == "wall" and result["boots"] == 4 and result["builds"] == 0, result
+    assert result["baseline"]["own.value"] == 42, result
+    probes = store.runs(4)
+    assert {(row["target"], row["status"]) for row in probes} == {(f"ssh://{ALIAS}", "ok")}
+    for row in probes:
+        assert store.run_metrics(row["id"])["own.value"] == [42.0]
+        assert [w["status"] for w in store.run_workloads(row["id"])] == ["ok"]
+    assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")

@@ -533,3 +533,62 @@ def test_servers_from_debian_in_a_lab_minimal_guest_twice_identical_or_what_they
     unavailable = dict(sqlite3.connect(store.path).execute(
         "SELECT metric, reason FROM unavailable WHERE run_id = ?", (outcome.run_id,)))
     assert unavailable["redis.get_rps"] == "needs CONFIG_EPOLL"
+
+
+def test_a_guest_whose_initramfs_did_not_unpack_says_so_in_each_failed_workloads_reason(tmp_path):
+    """The kernel goes on without the files of an initramfs it could not unpack (a userland
+    too large for the guest's memory): a workload that then fails says why its program may be
+    missing, instead of a bare exit status 127; one that ran is kept."""
+    from kernellab.guest.session import Session
+    from labfakes import BOOT, FakeConsole, ListSink, agent_lines
+
+    own = resolve(str(workload_file(tmp_path, "own", "")))
+    other = resolve(str(workload_file(tmp_path, "other", "")))
+    sink, ended = _Sink(), []
+    reader = guest_workloads.Reader([own, other], "icount", sink, lambda *a: a, ended.append)
+    lines = agent_lines({"syscall.null": [200.0]}, end=False)
+    workload_records = [frame(f"seq={len(lines) + i} {p}") for i, p in enumerate((
+        "t=wl_begin w=0 name=own", "t=wl_out w=0 data=value:%207%0A", "t=wl_end w=0 status=ok code=0 elapsed_ns=1",
+        "t=wl_begin w=1 name=other", "t=wl_end w=1 status=exit code=127 elapsed_ns=1"))]
+    end = frame(f"seq={len(lines) + 5} t=end records={len(lines) + 5}")
+    script = [BOOT[0], "[    0.3] Initramfs unpacking failed: write error", *BOOT[1:], *lines, *workload_records, end]
+    result = Session(ListSink(), workloads=reader).read(FakeConsole(script))
+    assert result.status == "ok"
+    assert sink.samples == {"own.value": 7.0}
+    assert sink.na["other.value"] == ("sh exited with status 127 (its output is in the run's log); the kernel could "
+                                      "not unpack all of the initramfs (write error), so the workloads' programs may "
+                                      "be missing in the guest")
+
+
+def test_a_guest_gets_the_memory_its_initramfs_needs_and_no_more(tmp_path):
+    """A workloads' userland (tens of MiB) gets room to unpack: the machine's memory plus four
+    times the image, in 64 MiB steps; the agent's own initramfs keeps the arch's 256 MiB, so
+    the default experiment's memory rows do not move."""
+    from kernellab import arches
+    from kernellab.targets.qemu import QemuTarget, memory_mib
+
+    assert memory_mib(256, 3 << 20) == 256
+    assert memory_mib(256, 16 << 20) == 256          # 64 MiB of room: a quarter, still fits
+    assert memory_mib(256, 47 << 20) == 256 + 192    # 188 MiB of room
+    target = QemuTarget(arches.load("x86_64"))
+    small, large = tmp_path / "agent.cpio", tmp_path / "userland.cpio"
+    small.write_bytes(b"0" * (2 << 20))
+    with large.open("wb") as f:
+        f.truncate(47 << 20)
+    memory = [argv[argv.index("-m") + 1] for argv in (target.command(tmp_path / "bzImage", i, "", "icount")
+                                                      for i in (small, large))]
+    assert memory == ["256M", "448M"]
+
+
+def test_a_missing_program_on_a_machine_not_debians_names_its_own_package_manager_too(tmp_path):
+    """A remote that is not Debian (os-release: no debian in ID or ID_LIKE) is told Debian's
+    package name and to find its like with its own package manager."""
+    own = resolve(str(workload_file(tmp_path, "own", "")))
+    for debian, said in ((True, "sh is not installed on ssh://nas: install Debian's dash"),
+                         (False, "sh is not installed on ssh://nas: install Debian's dash, or its like with "
+                                 "ssh://nas's own package manager")):
+        sink = _Sink()
+        reader = guest_workloads.Reader([own], "wall", sink, lambda *a: a, lambda e: None, "ssh://nas", debian=debian)
+        for payload in ("seq=0 t=wl_begin w=0 name=own", "seq=1 t=wl_end w=0 status=exec_failed code=2 elapsed_ns=1"):
+            reader.record(parse(frame(payload)))
+        assert sink.na == {"own.value": said}

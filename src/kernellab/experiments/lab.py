@@ -36,11 +36,11 @@ from ..initramfs import agent_initramfs, with_segments
 from ..metrics.catalog import catalog, describe
 from ..sources import Source
 from ..store import Store
-from ..targets import Console, Site, Target, TargetOptions, Want
+from ..targets import Console, Site, Target, TargetInfo, TargetOptions, Want
 from ..targets.machine import running_config, running_config_file
 from ..targets.qemu import SCRATCH_MIB
 from ..targets.registry import Ask, check
-from ..targets.running import RunningTarget
+from ..targets.running import WORKLOADS_OPTION, RunningTarget
 from ..workloads import Instance
 from .spec import VariantSpec
 
@@ -394,21 +394,19 @@ def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Tar
 
 
 def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
-    """For an agent run as a program: KL_WORKLOADS=FILE, the workloads' file on the machine
-    (an initramfs carries its own, which the agent finds by itself)."""
+    """For an agent run as a program: KL_WORKLOADS=FILE, the workloads' file on this
+    machine, which the target puts where the agent runs (targets.running: a copy on a
+    remote machine). An initramfs carries its own, which the agent finds by itself."""
     if not workloads or target.capabilities.agent != "program":
         return ""
-    if not (isinstance(target, RunningTarget) and target.shell.where == "this machine"):
-        raise LabError(f"--workload on the {target.name} target: not yet (kernellab does not copy the workloads "
-                       "there); use --target local or qemu")
     path = str(guest_workloads.local_file(workloads))
     if any(c.isspace() for c in path):
         raise LabError(f"the workloads file {path} has a space in its path, which the agent's options cannot "
                        "carry: set KERNELLAB_CACHE to a directory without spaces")
-    return f" KL_WORKLOADS={path}"
+    return f" {WORKLOADS_OPTION}={path}"
 
 
-def _workload_reader(options: RunOptions, sink: _StoreSink, target: Target, store: Store,
+def _workload_reader(options: RunOptions, sink: _StoreSink, info: TargetInfo, store: Store,
                      run_id: int) -> guest_workloads.Reader | None:
     """What reads the run's workloads back, storing each one's provenance and raw output."""
     if not options.workloads:
@@ -420,9 +418,11 @@ def _workload_reader(options: RunOptions, sink: _StoreSink, target: Target, stor
                            e.elapsed_s)
         store.add_log(f"{guest_workloads.LOG_KIND} {e.inst.label}", e.output, run_id=run_id)
 
-    where = "this machine" if target.capabilities.agent == "program" else "the guest"
+    # A real machine's runs say which one ("this machine", "ssh://root@nas"); a guest has no such name.
+    where = info.details.get("target", "the guest")
     return guest_workloads.Reader(options.workloads, options.mode, sink,
-                                  lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where)
+                                  lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where,
+                                  debian=info.details.get("packages", "Debian's") == "Debian's")
 
 
 def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = RunOptions(),
@@ -452,7 +452,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        session = Session(sink, watcher, _workload_reader(options, sink, target, store, run_id))
+        session = Session(sink, watcher, _workload_reader(options, sink, info, store, run_id))
         try:
             with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
                 result = session.read(console)

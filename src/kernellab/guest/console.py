@@ -34,6 +34,9 @@ MILESTONES = tuple((name, pattern) for name, pattern, _ in _MILESTONE_TABLE)
 BEFORE_INIT = tuple(name for name, _, before_init in _MILESTONE_TABLE if before_init)
 
 PANIC = re.compile(r"Kernel panic - not syncing")
+# The kernel went on without the rest of an initramfs it could not unpack (out of memory,
+# an unknown compression): the files after the failure are missing in the guest.
+INITRAMFS_FAILED = re.compile(r"Initramfs unpacking failed: (.{1,200})")
 
 # "initcall pci_subsys_init+0x0/0x6d returned 0 after 1171 usecs" (initcall_debug)
 # Numbers are ASCII digits of a bounded length (the kernel's are ints and longs): what

@@ -18,7 +18,17 @@ from typing import Protocol
 from ..agent.version import check_hello
 from ..errors import LabError
 from ..metrics.catalog import describe
-from .console import MILESTONES, Console, ConsoleLine, Exit, initcalls, is_panic, memory_line, milestones
+from .console import (
+    INITRAMFS_FAILED,
+    MILESTONES,
+    Console,
+    ConsoleLine,
+    Exit,
+    initcalls,
+    is_panic,
+    memory_line,
+    milestones,
+)
 from .records import Record, RecordStream
 from .vulnerabilities import PREFIX as VULNERABILITY
 from .workloads import Reader as WorkloadReader
@@ -145,6 +155,11 @@ class Session:
             r.status, r.reason = "panic", line.message.strip()
             console.stop_in(PANIC_GRACE_S)
             return
+        unpacked = INITRAMFS_FAILED.search(line.text)
+        if unpacked and self.workloads is not None:
+            # The agent comes first and is whole; the workloads' programs after it may not be.
+            self.workloads.damaged(f"the kernel could not unpack all of the initramfs ({unpacked.group(1).strip()}), "
+                                   "so the workloads' programs may be missing in the guest")
         failed = SYSCTL_FAILED.search(line.text)
         if failed:
             r.status = "bad-sysctl"

@@ -230,11 +230,17 @@ class Reader:
     its metrics (or why not) through `sink`, and tells `ended` how each workload ended."""
 
     def __init__(self, instances: Sequence[Instance], mode: str, sink: Sink, make_sample: Callable[..., Any],
-                 ended: Callable[[Ended], None], where: str = "the guest") -> None:
+                 ended: Callable[[Ended], None], where: str = "the guest", debian: bool = True) -> None:
         self.instances, self.mode, self.sink = list(instances), mode, sink
         self.make_sample, self.ended, self.where = make_sample, ended, where
+        self.debian = debian   # whether the machine takes Debian's package names
         self.running: dict[int, _Running] = {}
         self.done: set[int] = set()
+        self.damage = ""   # why the workloads' files may be missing, told by the session
+
+    def damaged(self, why: str) -> None:
+        """Every workload that fails from now on says why its files may be missing."""
+        self.damage = why
 
     def record(self, record: Record) -> None:
         f = record.fields
@@ -267,7 +273,7 @@ class Reader:
         inst = got.inst
         output = got.log()
         if status != "ok":
-            reason = self._failure(inst, status, code)
+            reason = self._failure(inst, status, code) + (f"; {self.damage}" if self.damage else "")
             self._unavailable(inst, reason)
             self.ended(Ended(inst, status, reason, elapsed_s, output))
             return
@@ -302,7 +308,7 @@ class Reader:
         program = inst.argv(WORKDIR)[0]
         packages = ", ".join(inst.workload.packages)
         if status == "exec_failed" and code == _ENOENT:
-            install = f": install Debian's {packages}" if packages else ""
+            install = self._install(packages)
             return f"{program} is not installed on {self.where}{install}"
         if status == "exec_failed":
             what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
@@ -317,13 +323,20 @@ class Reader:
             return f"the agent could not set up {inst.label}'s directory or files (errno {code})"
         return f"the agent ended {inst.label} with status {status}"
 
+    def _install(self, packages: str) -> str:
+        if not packages:
+            return ""
+        if self.debian:
+            return f": install Debian's {packages}"
+        return f": install Debian's {packages}, or its like with {self.where}'s own package manager"
+
     def _server_failure(self, inst: Instance, status: str, code: int) -> str:
         server, argv = inst.workload.server, inst.server_argv(WORKDIR)
         program = f"the server {argv[0] if argv else '?'}"
         ended = f"was killed by signal {code - 256}" if code >= 256 else f"exited with status {code}"
         if status == "server_exec_failed" and code == _ENOENT:
             packages = ", ".join(inst.workload.packages)
-            install = f": install Debian's {packages}" if packages else ""
+            install = self._install(packages)
             return f"{program} is not installed on {self.where}{install}"
         if status == "server_exec_failed":
             what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")

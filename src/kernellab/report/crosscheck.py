@@ -121,14 +121,16 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
             "program": _program_line(programs.get(workloads.resolve(p.workload).label)), "ratio": None}
         missing = [f"{side}: {value['not_available']}" for side, value in (("agent", agent), ("tool", tool))
                    if "not_available" in value]
-        if missing:
+        if not missing:
+            row["ratio"] = tool["median"] / agent["median"] if agent["median"] else None
+        if p.wall_only and setting["mode"] == checks.band_mode:
+            row.update(verdict=NO_BAND, why=f"host-timed figures: the pair has no {checks.band_mode} band"
+                                            + (f" ({'; '.join(missing)})" if missing else ""))
+        elif missing:
             row.update(verdict=NOT_MEASURED, why="; ".join(missing))
         else:
-            row["ratio"] = tool["median"] / agent["median"] if agent["median"] else None
             if row["ratio"] is None:
                 row.update(verdict=NOT_MEASURED, why="the agent's figure is zero")
-            elif p.wall_only and setting["mode"] == checks.band_mode:
-                row.update(verdict=NO_BAND, why=f"host-timed figures: the pair has no {checks.band_mode} band")
             elif not banded or p.wall_only:
                 row.update(verdict=NO_BAND, why=f"bands are for {checks.band_variant} of {checks.band_source}, "
                                                 f"{checks.band_arch}, {checks.band_mode} under QEMU")
@@ -186,16 +188,22 @@ def text(result: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     lines = [_how(result)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    for p in result["pairs"]:
-        if p["verdict"] in (NOT_MEASURED, OUTSIDE):
-            lines.append(f"{p['name']}: {p['verdict']}: {p['why']}")
+    lines += _said(result)
     return "\n".join(lines) + "\n"
+
+
+def _said(result: dict[str, Any]) -> list[str]:
+    """Why a pair was not measured or left its band, one line each."""
+    return [f"{p['name']}: {p['verdict']}: {p['why']}" for p in result["pairs"]
+            if p["verdict"] in (NOT_MEASURED, OUTSIDE)]
 
 
 def markdown(result: dict[str, Any]) -> str:
     rows = _rows(result)
     lines = [f"_{_how(result)}_", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    said = _said(result)
+    lines += ["", *[f"- {line}" for line in said]] if said else []
     lines += ["", "Where the loops differ:", ""]
     lines += [f"- **{p['name']}** ({p['program'] or p['workload']}): {p['differ']}" for p in result["pairs"]]
     return "\n".join(lines) + "\n"

@@ -38,6 +38,11 @@ echo "lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null)"
 echo "kexec=$(command -v kexec)"
 [ -d /run/systemd/system ] && echo "systemd=yes" || echo "systemd=no"
 echo "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"
+os=$(cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null)
+osr() { printf '%s\n' "$os" | sed -n "s/^$1=//p" | head -n 1 | tr -d '"'; }
+echo "os_id=$(osr ID)"
+echo "os_like=$(osr ID_LIKE)"
+echo "os=$(osr PRETTY_NAME)"
 """
 
 # Where distributions keep a kernel's config when it was not built with /proc/config.gz.
@@ -59,6 +64,13 @@ class Facts:
     def is_root(self) -> bool:
         return self["uid"] == "0"
 
+    @property
+    def debian(self) -> bool:
+        """Whether its packages are Debian's (Debian, or a distribution made from it as
+        os-release's ID_LIKE says: Ubuntu, Raspberry Pi OS): the packages a workload file
+        names are installed there by those names."""
+        return self["os_id"] == "debian" or "debian" in self["os_like"].split()
+
     def description(self) -> str:
         """"AMD EPYC, 2 CPUs, 23.5 GiB, a docker virtual machine": what the label says."""
         parts = [self["cpu_model"] or "unknown CPU"]
@@ -72,10 +84,12 @@ class Facts:
         return ", ".join(parts)
 
     def details(self) -> dict[str, str]:
-        keys = ("hostname", "release", "version", "machine", "cpu_model", "cpus", "mem_kib", "cmdline",
+        keys = ("hostname", "os", "release", "version", "machine", "cpu_model", "cpus", "mem_kib", "cmdline",
                 "governor", "loadavg", "virtualization")
         out = {k: self[k] for k in keys if self[k]}
         out.setdefault("governor", "none (no cpufreq)")
+        # Whose package names a missing program's message may give (guest.workloads.Reader).
+        out["packages"] = "Debian's" if self.debian else "not Debian's"
         return out
 
     @property

@@ -11,6 +11,7 @@ Neither is a hardware figure: every run records this target's description.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import tempfile
@@ -105,7 +106,7 @@ class QemuTarget:
         machine = self.machine
         words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
                  cmdline]
-        argv = [machine.binary, *self._machine_args(), "-accel", self.accel,
+        argv = [machine.binary, *self._machine_args(initramfs), "-accel", self.accel,
                 "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
                 "-no-reboot", "-kernel", str(kernel), "-append", " ".join(w for w in words if w)]
         if initramfs is not None:
@@ -119,9 +120,16 @@ class QemuTarget:
             argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
         return argv
 
-    def _machine_args(self) -> list[str]:
-        """The profile's machine arguments, with the variant's number of vCPUs."""
+    def _machine_args(self, initramfs: Path | None = None) -> list[str]:
+        """The profile's machine arguments, with the variant's number of vCPUs and, for an
+        initramfs too large for the machine's memory, more memory (memory_mib)."""
         args = list(self.machine.args)
+        given = _arg_after(args, "-m")
+        if initramfs is not None and given is not None and initramfs.is_file():
+            machine_mib = _mib(given)
+            mib = memory_mib(machine_mib, initramfs.stat().st_size)
+            if mib != machine_mib:
+                args[args.index("-m") + 1] = f"{mib}M"
         if self.vcpus is None:
             return args
         if "-smp" in args:
@@ -190,6 +198,31 @@ def qemu_version(binary: str) -> str:
         return "not installed"
     out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     return out.splitlines()[0] if out else "unknown"
+
+
+# The kernel unpacks an initramfs into memory while the compressed one is still there: a
+# workloads' userland (tens of MiB, about 3:1 compressed) does not fit in a 256 MiB machine,
+# and the kernel then goes on without the files it could not write ("Initramfs unpacking
+# failed: write error"). Room for the image and three times it unpacked; an agent-only
+# initramfs (a few MiB) needs no more than the machine has, so its runs keep the arch's
+# memory, and the agent's memory rows with it.
+INITRAMFS_ROOM = 4
+
+
+def memory_mib(machine_mib: int, initramfs_bytes: int) -> int:
+    """The guest's memory for an initramfs of this size: the machine's own while the
+    initramfs' room is under a quarter of it, else the machine's plus that room, in 64 MiB
+    steps."""
+    room = INITRAMFS_ROOM * initramfs_bytes / (1 << 20)
+    if room <= machine_mib / 4:
+        return machine_mib
+    return machine_mib + 64 * math.ceil(room / 64)
+
+
+def _mib(size: str) -> int:
+    """QEMU's -m: a number of MiB, or with an M or G suffix."""
+    number, unit = (size[:-1], size[-1].upper()) if size[-1:].isalpha() else (size, "M")
+    return int(number) * {"M": 1, "G": 1024}[unit]
 
 
 def _arg_after(args: list[str], flag: str) -> str | None:

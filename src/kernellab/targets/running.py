@@ -31,7 +31,12 @@ from .machine import Facts, arch_profile, kernel_log, read_facts
 from .shell import LocalShell, Script, Shell, script
 from .stream import ProcessConsole
 
-AGENT_DIR = "/tmp/kernellab"  # where the agent is copied on a remote machine; removed by the agent's own cleanup
+AGENT_DIR = "/tmp/kernellab"  # where the agent (and what it reads) is copied on a remote machine
+# The agent's option naming its workloads file: a file on this machine, the user's own
+# programs in bin/ beside it (guest.workloads.local_file), which the target puts where
+# the agent runs.
+WORKLOADS_OPTION = "KL_WORKLOADS"
+WORKLOADS_FILE = "workloads"
 PID_LINE = "@kernellab-agent-pid "
 TIMING = "the machine's own clock: a hardware figure, noisy, needing repetitions and statistics"
 DEFAULT_BLOCK_MB = 32
@@ -143,19 +148,51 @@ class RunningTarget:
 
     def install(self, agent: Path) -> str:
         """The agent's path on the machine."""
-        return str(agent) if self.shell.where == "this machine" else self.copy(agent, "agent")
+        return str(agent) if self.shell.here else self.copy(agent, "agent")
+
+    def place_workloads(self, options: AgentOptions) -> AgentOptions:
+        """The agent's options with KL_WORKLOADS naming the workloads file on the machine:
+        on another one, a copy of the file and its bin/ (the user's own programs), beside
+        the agent. The programs the workloads name otherwise are the machine's own."""
+        local = options.env.get(WORKLOADS_OPTION)
+        if local is None or self.shell.here:
+            return options
+        return replace(options, env={**options.env, WORKLOADS_OPTION: self.copy_workloads(Path(local))})
+
+    def copy_workloads(self, local: Path) -> str:
+        """The workloads file `local` and the programs in bin/ beside it, in a directory on
+        the machine named by their content: sent only when not there already, the file
+        last, so that a directory holding it is whole."""
+        programs = sorted(p for p in (local.parent / "bin").glob("*") if p.is_file())
+        contents = [(f"bin/{p.name}", p.read_bytes()) for p in programs] + [(WORKLOADS_FILE, local.read_bytes())]
+        digest = hashlib.sha256()
+        for name, data in contents:
+            digest.update(f"{name}\0{len(data)}\0".encode() + data)
+        directory = f"{AGENT_DIR}/workloads-{digest.hexdigest()[:16]}"
+        if self._exists(f"{directory}/{WORKLOADS_FILE}"):
+            return f"{directory}/{WORKLOADS_FILE}"
+        for name, data in contents:
+            self._send(data, f"{directory}/{name}", "workloads")
+        return f"{directory}/{WORKLOADS_FILE}"
 
     def copy(self, local: Path, kind: str) -> str:
         """`local` on the machine, named by its content under AGENT_DIR: sent only when it is
         not there already, and renamed into place, so that no reader sees half a file."""
         data = local.read_bytes()
         path = f"{AGENT_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}"
-        if self.shell.run(script(EXISTS_SCRIPT, path)).code == 0:
-            return path
-        result = self.shell.run(script(COPY_SCRIPT, path, AGENT_DIR), stdin=data, timeout_s=600)
-        if result.code != 0:
-            raise LabError(f"cannot copy the {kind} to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
+        if not self._exists(path):
+            self._send(data, path, kind)
         return path
+
+    def _exists(self, path: str) -> bool:
+        return self.shell.run(script(EXISTS_SCRIPT, path)).code == 0
+
+    def _send(self, data: bytes, path: str, what: str) -> None:
+        """`data` as the file `path` there (executable: the agent, a kernel, the user's
+        programs), through ssh's stdin: the path is a script argument, the content data."""
+        result = self.shell.run(script(COPY_SCRIPT, path, path.rpartition("/")[0]), stdin=data, timeout_s=600)
+        if result.code != 0:
+            raise LabError(f"cannot copy the {what} to {self.shell.where}:{path}: {result.stderr.strip()[-200:]}")
 
     def agent_script(self, agent_path: str, options: AgentOptions) -> Script:
         settings = [f"{k}={v}" for k, v in sorted(options.env.items())]
@@ -169,7 +206,7 @@ class RunningTarget:
                            "to boot a built kernel there use an ssh target (kexec)")
         if agent is None:
             raise LabError("no agent to run")
-        options = agent_options(cmdline, kernel_booted=False)
+        options = self.place_workloads(agent_options(cmdline, kernel_booted=False))
         log, why = kernel_log(self.shell, self.facts)
         path = self.install(agent)
         console = RunningConsole(self.shell, self.agent_script(path, options), timeout_s, log, why)
@@ -187,7 +224,7 @@ class RunningConsole(ProcessConsole):
         self.shell, self.log, self.log_reason = shell, log, log_reason
         self.first: list[ConsoleLine] = []   # kernellab's own lines before the agent's (targets.kexec)
         self.remote_pid: str | None = None
-        command = ["sh", "-c", agent_script] if shell.where == "this machine" else [shell.where, agent_script]
+        command = ["sh", "-c", agent_script] if shell.here else [shell.where, agent_script]
         super().__init__(command, timeout_s, shell.popen(agent_script))
 
     def lines(self) -> Iterator[ConsoleLine]:
@@ -223,7 +260,7 @@ class RunningConsole(ProcessConsole):
 
     def kill(self) -> None:
         """Stops the agent there too: closing ssh's channel does not."""
-        if self.remote_pid and self.remote_pid.isdigit() and self.shell.where != "this machine":
+        if self.remote_pid and self.remote_pid.isdigit() and not self.shell.here:
             try:
                 self.shell.run(script(KILL_SCRIPT, self.remote_pid), timeout_s=15)
             except LabError:

@@ -56,6 +56,8 @@ class Result:
 
 class Shell(Protocol):
     where: str    # "this machine", "ssh://root@nas:2222": for messages
+    # The machine is this one: a file the agent reads is read where it is, never copied.
+    here: bool
 
     def run(self, script: Script, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
         """Runs a sh script there. Failing to reach the machine is a LabError; the
@@ -78,6 +80,7 @@ class Shell(Protocol):
 
 class LocalShell:
     where = "this machine"
+    here = True
 
     def run(self, script: Script, stdin: bytes | None = None, timeout_s: float = 60.0) -> Result:
         return _run(["sh", "-c", script], stdin, timeout_s, self.where)
@@ -160,6 +163,7 @@ POLL_TIMEOUT_S = 10.0
 
 class SshShell:
     """The system's `ssh`, non-interactive (BatchMode), host keys checked strictly."""
+    here = False
 
     def __init__(self, address: SshAddress, ssh_config: Path | None = None, accept_new_host_key: bool = False,
                  connect_timeout_s: int = 10):

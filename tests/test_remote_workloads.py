@@ -1,0 +1,209 @@
+"""--workload on another machine (an ssh target): the workloads file and the user's own
+programs in bin/ beside it reach the machine as the agent does, through the shell's stdin
+with the path a quoted script argument, in a directory named by their content; the
+programs the workloads name are the machine's own, a missing one named with its Debian
+package. Here a shell of this machine poses as a remote one (it is not `here`, so files are
+copied) and runs the real agent; the ssh guest's test is in test_ssh_target.py."""
+
+import dataclasses
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+
+from kernellab.agent.compile import agent_binary
+from kernellab.experiments import compare
+from kernellab.experiments.placement import Placement
+from kernellab.experiments.spec import Experiment, parse_short
+from kernellab.store import Store
+from kernellab.targets import TargetOptions, running
+from kernellab.targets.machine import Facts
+from kernellab.targets.running import COPY_SCRIPT, EXISTS_SCRIPT, AgentOptions, RunningTarget
+from kernellab.targets.shell import LocalShell, SshShell, parse_ssh_url, script
+
+PWNED = "pwned"
+# Shell text that would leave a file behind if it ever ran as shell text.
+HOSTILE = f"$(touch {PWNED}-1) `touch {PWNED}-2` ';touch {PWNED}-3' \"\n"
+
+
+class PosingShell(LocalShell):
+    """This machine's shell posing as a remote one: not `here`, so what the agent reads is
+    copied; every script and what it was given on stdin is recorded."""
+    here = False
+
+    def __init__(self):
+        self.where = "ssh://posing"
+        self.sent: list[tuple[str, bytes | None]] = []
+
+    def run(self, script, stdin=None, timeout_s=60.0):
+        self.sent.append((script, stdin))
+        return super().run(script, stdin, timeout_s)
+
+    def popen(self, script):
+        self.sent.append((script, None))
+        return super().popen(script)
+
+    def copies(self) -> list[tuple[list[str], bytes]]:
+        """The copies made: (their script arguments, the data on stdin)."""
+        return [(shlex.split(s.splitlines()[0])[2:], data or b"") for s, data in self.sent if s.endswith(COPY_SCRIPT)]
+
+
+@pytest.fixture
+def remote(tmp_path, monkeypatch):
+    """The posing machine's directory for kernellab, with shell text in its name."""
+    where = tmp_path / f"remote {HOSTILE.strip()}"
+    monkeypatch.setattr(running, "AGENT_DIR", str(where))
+    monkeypatch.chdir(tmp_path)
+    return where
+
+
+def bundle(tmp_path: Path, workloads: bytes, programs: dict[str, bytes]) -> Path:
+    """A workloads file as guest.workloads.local_file leaves it: bin/ beside it."""
+    root = tmp_path / "cache"
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    for name, data in programs.items():
+        (root / "bin" / name).write_bytes(data)
+        (root / "bin" / name).chmod(0o755)
+    (root / "workloads").write_bytes(workloads)
+    return root / "workloads"
+
+
+def test_shells_say_whether_the_machine_is_this_one(tmp_path):
+    """The decision to copy is the shell's declared one, not its name for messages."""
+    assert LocalShell().here is True and SshShell(parse_ssh_url("ssh://nas")).here is False
+    agent = agent_binary()
+    assert RunningTarget(LocalShell(), "local").install(agent) == str(agent)   # used where it is
+    options = AgentOptions({"KL_WORKLOADS": str(tmp_path / "workloads")}, 32, [])
+    assert RunningTarget(LocalShell(), "local").place_workloads(options) is options
+
+
+def test_the_workloads_and_programs_reach_the_remote_as_data(tmp_path, remote):
+    content = f"kernellab-workloads 2\0{HOSTILE}\0\xff".encode("latin-1")
+    program = f"#!/bin/sh\necho {HOSTILE}\n".encode()
+    name = f"prog {HOSTILE.strip()}"
+    local = bundle(tmp_path, content, {name: program})
+    shell = PosingShell()
+    target = RunningTarget(shell, "ssh://posing")
+    options = AgentOptions({"KL_WORKLOADS": str(local), "KL_ONLY": "syscall.null"}, 32, [])
+
+    placed = target.place_workloads(options)
+    there = Path(placed.env["KL_WORKLOADS"])
+    assert there.parent.parent == remote and there.name == "workloads" and there.parent.name.startswith("workloads-")
+    assert placed.env["KL_ONLY"] == "syscall.null" and options.env["KL_WORKLOADS"] == str(local)
+    assert there.read_bytes() == content
+    assert (there.parent / "bin" / name).read_bytes() == program
+    assert (there.parent / "bin" / name).stat().st_mode & stat.S_IXUSR
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(PWNED)) == []
+    # The content went on stdin only, the paths as script arguments; the file last.
+    copies = shell.copies()
+    assert [args for args, _ in copies] == [[str(there.parent / "bin" / name), str(there.parent / "bin")],
+                                            [str(there), str(there.parent)]]
+    assert [data for _, data in copies] == [program, content]
+
+    # Again: found by its content, nothing sent.
+    shell.sent.clear()
+    assert target.place_workloads(options).env["KL_WORKLOADS"] == str(there)
+    assert [s.endswith(EXISTS_SCRIPT) for s, _ in shell.sent] == [True] and shell.copies() == []
+    # Another program: another directory.
+    (local.parent / "bin" / name).write_bytes(program + b"# changed\n")
+    assert target.place_workloads(options).env["KL_WORKLOADS"] != str(there)
+
+
+def test_over_ssh_the_copy_is_one_quoted_argument_and_the_content_stdin(tmp_path):
+    """The argv the ssh target runs a copy with: the remote's shell gets `sh -c SCRIPT`, one
+    word, and the script's parameters are the path and its directory, whatever they hold."""
+    path = f"/tmp/kernellab/workloads-0123/bin/a {HOSTILE}"
+    shell = SshShell(parse_ssh_url("ssh://root@nas:2222"))
+    argv = shell.argv(script(COPY_SCRIPT, path, path.rpartition("/")[0]))
+    assert argv[-3:-1] == ["--", "nas"]
+    sh, dash_c, body = shlex.split(argv[-1])
+    assert (sh, dash_c) == ("sh", "-c") and body.endswith(COPY_SCRIPT)
+    assert shlex.split(body.removesuffix(f"\n{COPY_SCRIPT}")) == ["set", "--", path, path.rpartition("/")[0]]
+
+
+def workload_file(tmp_path: Path, name: str, command: str, binaries: str = "") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'''name = "{name}"
+description = "a test's script"
+packages = ["dash"]
+{binaries}
+command = {command}
+fixed_work = true
+why = "prints what it is told"
+
+[files]
+"run.sh" = \'\'\'
+echo "value: $(($1 + $(own-program)))"
+\'\'\'
+
+[run]
+iterations = "n"
+timeout_s = 30
+
+[output]
+format = "text"
+
+[params.n]
+default = "1"
+pattern = '[0-9]+'
+help = "a number"
+
+[[metric]]
+name = "value"
+unit = "count"
+better = "higher"
+regex = '^value: ([0-9]+)$'
+''')
+    return path
+
+
+def test_compare_with_a_workload_on_a_remote_machine(tmp_path, remote):
+    """End to end with the real agent: the user's script ([files]) and program (bin/) run
+    from the copy, the metric arrives with its provenance, a missing program names its
+    package and the machine."""
+    (tmp_path / "own-program").write_text("#!/bin/sh\necho 40\n")
+    own = workload_file(tmp_path, "own", '["sh", "{workdir}/run.sh", "{n}"]', 'binaries = ["own-program"]')
+    absent = workload_file(tmp_path, "absent", '["kl-not-installed"]')
+    instances = compare.resolve_workloads([f"{own}:n=2", str(absent)])
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    shell = PosingShell()
+    assert placement.machine is not None
+    placement.machine.shell = shell
+    exp = Experiment("remote", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert failures == []
+    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    assert values["own.value"]["median"] == 42
+    assert values["absent.value"]["not_available"] == "kl-not-installed is not installed on ssh://posing: " \
+                                                      "install Debian's dash"
+    [run] = report["variants"][0]["runs"]
+    by_label = {w["label"]: w for w in run["workloads"]}
+    assert by_label["own:n=2"]["status"] == "ok"
+    assert by_label["own:n=2"]["provenance"]["argv"] == ["sh", "{workdir}/run.sh", "2"]
+    # The agent read the copy, not this machine's cache.
+    [(agent_script, _)] = [(s, d) for s, d in shell.sent if "KL_WORKLOADS=" in s]
+    [word] = [w for w in shlex.split(agent_script.splitlines()[0]) if w.startswith("KL_WORKLOADS=")]
+    assert Path(word.removeprefix("KL_WORKLOADS=")).parent.parent == remote
+
+
+@pytest.mark.parametrize("values,debian", [
+    ({"os_id": "debian"}, True), ({"os_id": "ubuntu", "os_like": "debian"}, True),
+    ({"os_id": "linuxmint", "os_like": "ubuntu debian"}, True), ({"os_id": "fedora"}, False),
+    ({"os_id": "alpine"}, False), ({}, False)])
+def test_whether_a_machine_takes_debians_packages_comes_from_its_os_release(values, debian):
+    assert Facts(values).debian is debian
+
+
+def test_a_machines_facts_name_its_distribution(tmp_path):
+    """As os-release says (quotes removed), in the run's target details."""
+    release = next((p for p in (Path("/etc/os-release"), Path("/usr/lib/os-release")) if p.exists()), None)
+    if release is None:
+        pytest.skip("this machine has no os-release")
+    fields = dict(line.split("=", 1) for line in release.read_text().splitlines() if "=" in line)
+    facts = RunningTarget(LocalShell(), "local").facts
+    assert facts["os_id"] == fields["ID"].strip('"')
+    assert facts.details()["os"] == fields["PRETTY_NAME"].strip('"')
