@@ -647,12 +647,29 @@ def cmd_study_run(args: argparse.Namespace) -> int:
         raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
                        "(the quick form never sweeps; an --arch a sweep does not run on has none): "
                        "run its full form, or use --format json")
+    if args.measured_only:
+        result = _study_measured_only(args, how, placement)
+        _output(studyreport.STUDY.render(studyreport.build(result, floor), args.format), args.output)
+        return 1 if result.failures else 0
     with _cluster(args) as cluster:
         result = study.run(how, _store(args), log=_log, cluster=cluster, placement=placement)
     _output(studyreport.STUDY.render(studyreport.build(result, floor), args.format), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
     return 1 if result.failures else 0
+
+
+def _study_measured_only(args: argparse.Namespace, how: study.StudyPlan, placement: Placement) -> study.StudyResult:
+    """study run --measured-only: what the store holds of the study, nothing built or booted."""
+    if args.format == "results":
+        raise LabError("--measured-only reports a study stopped part-way, and a results file, which rules cite, "
+                       "holds whole sweeps: run the study (kernellab study run), or use --format json")
+    if args.workers or args.cluster:
+        raise LabError("--measured-only builds and boots nothing: drop --workers/--cluster")
+    store = _store_if_any(args)
+    if store is None:
+        raise study.nothing_measured(how, "no store yet")
+    return study.measured_only(how, store, log=_log, placement=placement)
 
 
 def _sized(text: str, args: argparse.Namespace) -> size_view.Kernel:
@@ -1079,6 +1096,9 @@ def parser() -> argparse.ArgumentParser:
     sr.add_argument("--quick", action="store_true",
                     help="the study's smallest meaningful form (one arch, the fewest builds, no sweep); "
                          "its report says so")
+    sr.add_argument("--measured-only", action="store_true",
+                    help="build and boot nothing: the report of what the store already holds of the study "
+                         "(one stopped part-way), each variant, sweep option and cell not measured yet marked so")
     sr.add_argument("--vcpus", type=_at_least_one, default=None,
                     help="boot every variant with N virtual CPUs (wall mode where the arch brings up only one "
                          "under icount); its report says so")

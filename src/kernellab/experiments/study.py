@@ -19,16 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
+from ..build import Build, build_key, cached_build
 from ..config.dotconfig import differing
 from ..errors import LabError
+from ..guest import vulnerabilities
 from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog
 from ..proc import require_tool
+from ..report.model import VariantRecord, build_report, judge_probes
 from ..store import Store
 from ..targets.registry import Ask
 from ..workloads import Instance
 from . import compare, executor, lab, sweep
 from .placement import Placement
+from .probe import Probe, Prober
 from .spec import Experiment, VariantSpec, experiment_from_data
 
 # A variant's base `config-of:NAME`: the resolved .config of the study's variant NAME on
@@ -347,6 +351,8 @@ class StudyResult:
     failures: list[str]
     wall_s: float = 0.0
     builds: int = 0                        # kernels built by this run (the others came from the cache)
+    # What the store does not hold yet: set by measured_only, whose report says it (None: a run)
+    missing: Missing | None = None
 
 
 def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
@@ -397,6 +403,22 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
 
 def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None],
            cluster: executor.Cluster | None) -> dict[str, Any]:
+    ask = _sweep_ask(p, s, arch, log)
+    result = sweep.sweep(store, ask.good, ask.flips, s.metrics, ask.mode, p.runs, log=log, cluster=cluster,
+                         workloads=p.workloads).to_dict()
+    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
+
+
+@dataclass(frozen=True)
+class _SweepAsk:
+    """What a sweep of the study flips: on `good`, each option of `flips`, in `mode`."""
+    good: VariantSpec
+    flips: dict[str, str]
+    chosen: dict[str, Any]     # the rules' categories that chose the flips, and how many they left out
+    mode: modes.Mode
+
+
+def _sweep_ask(p: StudyPlan, s: SweepPart, arch: str, log: Callable[[str], None]) -> _SweepAsk:
     exp = _with_config_bases(p.experiment(arch), log)
     by_name = {v.name: v for v in exp.variants}
     good, bad = by_name[s.good], by_name[s.bad]
@@ -412,9 +434,169 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
             f"the other {left} are not flipped")
         flips = kept
     mode = modes.get(p.mode or exp.mode or modes.DEFAULT)   # as compare.plan resolves it without --target
-    result = sweep.sweep(store, good, flips, s.metrics, mode, p.runs, log=log, cluster=cluster,
-                         workloads=p.workloads).to_dict()
-    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **chosen}
+    return _SweepAsk(good, flips, chosen, mode)
+
+
+# -- what a study stopped part-way has measured (study run --measured-only) ----------------
+
+@dataclass
+class Missing:
+    """What the store does not hold yet of a study: each missing thing once, for its report."""
+    planned: dict[str, list[str]] = field(default_factory=dict)    # arch -> its variants, in report order
+    variants: dict[str, list[str]] = field(default_factory=dict)   # arch -> variants neither built nor run
+    unbooted: dict[str, list[str]] = field(default_factory=dict)   # arch -> variants built, not booted yet
+    short: list[str] = field(default_factory=list)                 # "VARIANT on ARCH: 1 of 3 runs"
+    flips: dict[str, int] = field(default_factory=dict)            # sweep label -> the options it flips
+    # sweep label -> its probes not measured yet ("the baseline", "CONFIG_X=y")
+    sweeps: dict[str, list[str]] = field(default_factory=dict)
+
+
+class _NotInStore(Exception):
+    """A probe the store (or the build cache) does not hold: measured_only does not make it."""
+
+
+def measured_only(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
+                  placement: Placement | None = None) -> StudyResult:
+    """What the store already holds of the study, building and booting nothing: each
+    variant's kernel from the build cache and its runs taken as a run of the study takes
+    them (compare.earlier_runs: the same kernel, mode, agent and target), each sweep's
+    probes likewise; what is not there yet is in the result's `missing`. Nothing at all
+    is a one-line error saying to run the study first."""
+    missing = Missing()
+    results, failures = [], []
+    for a in p.arches:
+        try:
+            report = _stored_arch(p, a, store, log, placement, missing)
+        except LabError as exc:   # a source or a config that cannot be resolved: the others still count
+            failures.append(f"{a}: {exc}")
+            missing.planned[a] = [v.name for v in p.experiment(a).variants]
+            missing.variants[a] = list(missing.planned[a])
+            continue
+        if report is not None:
+            results.append(ArchResult(a, report, []))
+    sweeps: dict[str, dict[str, Any]] = {}
+    alone = len(p.study.file.sweep) == 1
+    for s, a in p.sweeps():
+        label = s.label(a, alone)
+        try:
+            result = _stored_sweep(p, s, a, store, log, label, missing)
+        except LabError as exc:
+            failures.append(f"{label} sweep: {exc}")
+            continue
+        if result is not None:
+            sweeps[label] = result
+    if not results and not sweeps:
+        raise nothing_measured(p, failures[0] if failures else "")
+    return StudyResult(p, results, sweeps, failures, missing=missing)
+
+
+def nothing_measured(p: StudyPlan, why: str = "") -> LabError:
+    """The one line of a measured-only report of a study the store holds nothing of."""
+    return LabError(f"study {p.study.name}: nothing of it is measured yet{f' ({why})' if why else ''}: run it first "
+                    f"(kernellab study run {p.study.origin.removeprefix('study ')}{' --quick' if p.quick else ''})")
+
+
+def _stored_arch(p: StudyPlan, arch: str, store: Store, log: Callable[[str], None], placement: Placement | None,
+                 missing: Missing) -> dict[str, Any] | None:
+    """The arch's report of the variants the store holds (None: it holds none of them);
+    the rest said in `missing`."""
+    exp = _with_config_bases(p.experiment(arch), log)
+    how = replace(compare.plan(exp, p.mode, p.runs, None, p.timeout_s, placement=placement, workloads=p.workloads),
+                  reuse=True)
+    records, nothing, unbooted, short = [], [], [], []
+    for spec in exp.variants:
+        r = VariantRecord(lab.prepare(spec, how.machine))
+        prepared, bootable = r.prepared, not r.prepared.profile.build_only
+        if prepared.built:
+            assert prepared.toolchain is not None   # a kernel kernellab builds
+            r.build = cached_build(build_key(prepared.source, prepared.profile, prepared.toolchain, prepared.config))
+        if bootable and (r.build is not None or not prepared.built):
+            agent = lab.agent_for(prepared, compare.target_of(how, r), how.options.workloads)
+            r.runs = compare.earlier_runs(r, store, how, agent)
+        if r.build is None and not r.runs:
+            nothing.append(spec.name)
+            continue
+        if bootable and not r.runs:
+            unbooted.append(spec.name)
+        elif bootable and len(r.runs) < how.min_runs:
+            short.append(f"{spec.name} on {arch}: {len(r.runs)} of {how.min_runs} runs")
+        if r.runs:
+            log(f"{spec.name} on {arch}: {len(r.runs)} run(s) from the store (runs "
+                f"{', '.join(str(o.run_id) for o in r.runs)})")
+        records.append(r)
+    report = build_report(exp.name, exp.description, records, store, how.mode.name) if records else None
+    # Said only once the arch is read whole: an arch that fails part-way is missing whole.
+    missing.planned[arch] = [v.name for v in exp.variants]
+    missing.variants.update({arch: nothing} if nothing else {})
+    missing.unbooted.update({arch: unbooted} if unbooted else {})
+    missing.short += short
+    return report
+
+
+class _StoredProber(Prober):
+    """A prober that builds and boots nothing: a probe is what the build cache and the
+    store already hold, found as the sweep's own prober finds it (same kernel, agent and
+    run options), or _NotInStore."""
+
+    def _build(self, prepared: lab.Prepared, chosen: list[Any]) -> Build:
+        assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
+        hit = cached_build(build_key(prepared.source, prepared.profile, prepared.toolchain, prepared.config))
+        if hit is None:
+            raise _NotInStore
+        return hit
+
+    def _complete(self, probes: list[tuple[Probe, lab.Prepared]], runs: int) -> None:
+        for probe, prepared in probes:
+            self._due(probe, prepared, runs)   # takes the store's equal runs, boots nothing
+            if not probe.run_ids:
+                raise _NotInStore
+
+
+def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None], label: str,
+                  missing: Missing) -> dict[str, Any] | None:
+    """The sweep's flips whose probes the store holds, as the sweep reports them (None:
+    not even its baseline); the others said in `missing`."""
+    ask = _sweep_ask(p, s, arch, log)
+    good_config = lab.prepare(ask.good).config
+    prober = _StoredProber(store, ask.good, good_config.text, s.metrics, ask.mode, command="sweep",
+                           workloads=p.workloads)
+    runs = p.runs or ask.mode.runs
+    missing.flips[label] = len(ask.flips)
+    try:
+        baseline = prober.probe("baseline", {}, runs)
+    except _NotInStore:
+        missing.sweeps[label] = ["the baseline", *(f"{o}={v}" for o, v in sorted(ask.flips.items()))]
+        return None
+    base = good_config.values
+    costs = sweep._radii(prober, base, ask.flips)   # the sweep's own order and radii (its private part)
+    flips, lacking = [], []
+    for option in sorted(ask.flips, key=lambda o: (costs[o], o)):   # the sweep's own order
+        value = ask.flips[option]
+        try:
+            probe = prober.probe(f"flip:{option}={value}", {option: value}, runs)
+        except _NotInStore:
+            lacking.append(f"{option}={value}")
+            continue
+        flips.append(_stored_flip(sweep.Flip(option, value, costs[option]), base, baseline, probe, store, ask))
+    missing.sweeps[label] = lacking
+    result = sweep.SweepResult(ask.mode.name, s.metrics, {m: baseline.value(m) for m in s.metrics}, flips,
+                               0, 0, 0.0).to_dict()
+    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
+
+
+def _stored_flip(flip: sweep.Flip, base: dict[str, str], baseline: Probe, probe: Probe, store: Store,
+                 ask: _SweepAsk) -> sweep.Flip:
+    """A flip as sweep.sweep describes it (what it changed, the CPU flaws it touches, its
+    effects by the verdict every cell follows), from probes the store held."""
+    sweep._describe_flip(flip, base, probe)   # sweep.sweep's own words for it (its private part)
+    touched = [flip.option, *(c.split("=", 1)[0] for c in flip.also_changed)]
+    mitigates = knowledge.flaws_by_option()
+    flip.flaws = list(dict.fromkeys([*(f for o in touched for f in mitigates.get(o, ())),
+                                     *vulnerabilities.built_by(touched)]))
+    flip.not_affected = vulnerabilities.inactive(
+        [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, ask.good.boot_words())
+    flip.effects = judge_probes(baseline.runs, probe.runs, ask.mode.name)
+    return flip
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

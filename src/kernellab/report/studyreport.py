@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .. import lifecycle
 from ..errors import LabError
+from ..metrics.catalog import describe
 from . import conclusion, fmt_cell, fmt_value, kinds, md_table, perdevice, targets
 from .model import NoiseFloor, judge, measured_when
 
@@ -27,6 +28,9 @@ def build(result: Any, floor: NoiseFloor) -> dict[str, Any]:
     for report in reports.values():   # by the study's floor: the verdicts it keeps and its summary says
         judge(report, floor)
     lines = conclusion.write(f.summary, reports, f.baseline, f.subject, floor)
+    held = None if result.missing is None else _held(result, reports)
+    if held is not None:
+        lines = _summary_so_far(f.summary, lines, f.baseline, f.subject, held)
     splits = []
     for d in f.decompose:
         for arch, report in reports.items():
@@ -46,7 +50,67 @@ def build(result: Any, floor: NoiseFloor) -> dict[str, Any]:
         "per_device": perdevice.rows(reports),   # variants that differ only in devices:N
         "summary": lines, "failures": result.failures, "wall_s": result.wall_s, "builds": result.builds,
         "reports": reports,
+        **({"measured_only": held} if held is not None else {}),   # optional: a report of a study stopped part-way
     })
+
+
+NOT_MEASURED = "not measured yet"
+
+
+def _held(result: Any, reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What a measured-only report holds of its study (experiments.study.measured_only),
+    and each thing it lacks, once."""
+    plan, missing = result.plan, result.missing
+    f = plan.study.file
+    lacking = {a: [*missing.variants.get(a, []), *missing.unbooted.get(a, [])] for a in missing.planned}
+    splits = [f"the split into code and configuration on {a} ({d.via}): {NOT_MEASURED}, it needs "
+              f"{', '.join(n for n in (d.from_, d.via, d.to) if n in lacking[a])}"
+              for d in f.decompose for a in plan.arches
+              if a in lacking and any(n in lacking[a] for n in (d.from_, d.via, d.to))]
+    sweeps = {label: {"flips": missing.flips.get(label, 0), "not_measured": list(left)}
+              for label, left in missing.sweeps.items()}
+    mode = next((r["mode"] for r in reports.values()), None) or next(
+        (s["mode"] for s in result.sweeps.values()), None)
+    return {"so_far": _so_far(missing, result.sweeps, len(plan.sweeps())), "mode": mode,
+            "planned": missing.planned, "variants": missing.variants, "unbooted": missing.unbooted,
+            "short": missing.short, "splits": splits, "sweeps": sweeps}
+
+
+def _so_far(missing: Any, sweeps: dict[str, Any], planned_sweeps: int) -> str:
+    """How much of the study the store holds: "3 of 4 variants, 0 of 1 sweeps (1 partly: ...)"."""
+    total = sum(len(v) for v in missing.planned.values())
+    unbooted = sum(len(v) for v in missing.unbooted.values())
+    done = total - unbooted - sum(len(v) for v in missing.variants.values())
+    words = f"{done} of {total} variants" + (f" ({unbooted} more built, not booted yet)" if unbooted else "")
+    if planned_sweeps:
+        whole = sum(1 for label in sweeps if not missing.sweeps.get(label))
+        partly = [label for label in sweeps if missing.sweeps.get(label)]
+        words += f", {whole} of {planned_sweeps} sweeps"
+        if partly:
+            flipped = sum(len(sweeps[label]["flips"]) for label in partly)
+            words += (f" ({len(partly)} partly: {flipped} of {sum(missing.flips[label] for label in partly)} "
+                      "options)")
+    return words
+
+
+def _summary_so_far(items: list[Any], lines: list[str], baseline: str, subject: str,
+                    held: dict[str, Any]) -> list[str]:
+    """Each summary line whose variants are not measured yet (on some arch) says so."""
+    out = []
+    for item, line in zip(items, lines, strict=True):
+        pair = (item.subject or subject, item.against or baseline)
+        where = [a for a, names in _lacking_by_arch(held).items() if any(n in names for n in pair)]
+        if where and len(where) == len(held["planned"]):
+            line = f"{item.says} ({pair[0]} against {pair[1]}): {NOT_MEASURED}"
+        elif where:
+            line += f"; {NOT_MEASURED} on {', '.join(where)}"
+        out.append(line)
+    return out
+
+
+def _lacking_by_arch(held: dict[str, Any]) -> dict[str, set[str]]:
+    """arch -> the variants a measured-only report has not all of (not built, or not booted)."""
+    return {a: {*held["variants"].get(a, []), *held["unbooted"].get(a, [])} for a in held["planned"]}
 
 
 def _support(reports: dict[str, dict[str, Any]]) -> list[str]:
@@ -85,6 +149,9 @@ def _results(study: dict[str, Any], view: kinds.View) -> str:
 def header(study: dict[str, Any]) -> list[str]:
     first = next(iter(study["reports"].values()), None)
     lines = [f"study {study['study']}: {study['title']}"]
+    held = study.get("measured_only")
+    if held is not None:
+        lines.append(f"MEASURED SO FAR (a study stopped part-way): {held['so_far']}")
     if study["seed"]:
         lines.append(f"redoes: shared/reference/seeds/{study['seed']}")
     lines.append(f"question: {study['question']}")
@@ -93,8 +160,13 @@ def header(study: dict[str, Any]) -> list[str]:
         lines.append(f"{form}: it leaves out {'; '.join(study['left_out'])}")
     if study.get("changed"):
         lines.append(f"CHANGED FROM THE STUDY FILE: {'; '.join(study['changed'])}")
-    lines.append(f"this run: {study['wall_s'] / 60:.1f} min, {study['builds']} kernel(s) built "
-                 "(the rest from the cache), every run in the store")
+    if held is not None:
+        lines.append("this report: built and booted nothing, every figure from the store; the study run "
+                     "again (without --measured-only) measures the rest")
+        lines += _missing_lines(held)
+    else:
+        lines.append(f"this run: {study['wall_s'] / 60:.1f} min, {study['builds']} kernel(s) built "
+                     "(the rest from the cache), every run in the store")
     when = measured_when(list(study["reports"].values()))
     if when:
         lines.append(f"measured: {when}")
@@ -127,6 +199,14 @@ def header(study: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _missing_lines(held: dict[str, Any]) -> list[str]:
+    """Each thing a measured-only report lacks, once."""
+    lines = [f"{NOT_MEASURED} on {a}: {', '.join(names)}" for a, names in held["variants"].items()]
+    lines += [f"built, not booted yet on {a}: {', '.join(names)}" for a, names in held["unbooted"].items()]
+    lines += [f"fewer runs than the study asks: {s}" for s in held["short"]]
+    return lines + list(held["splits"])
+
+
 def _run_words(v: dict[str, Any]) -> str:
     """How a variant's runs differ from its kernel's defaults: boot words and the machine."""
     words = [*v["boot_args"], *(f"sysctl {k}={val}" for k, val in v["sysctls"].items())]
@@ -136,7 +216,11 @@ def _run_words(v: dict[str, Any]) -> str:
 
 
 def _variant_names(study: dict[str, Any]) -> list[str]:
+    """The tables' columns: each variant measured; in a measured-only report each the study has."""
+    held = study.get("measured_only")
     names: dict[str, None] = {}
+    for variants in held["planned"].values() if held is not None else ():
+        names.update(dict.fromkeys(variants))
     for report in study["reports"].values():
         for v in report["variants"]:
             names.setdefault(v["name"], None)
@@ -145,17 +229,38 @@ def _variant_names(study: dict[str, Any]) -> list[str]:
 
 def section_rows(study: dict[str, Any], metrics: list[str]) -> list[list[str]]:
     """Rows of one section of the seed's table: a metric on each arch, each variant's
-    cell, then each variant's Δ against the baseline."""
+    cell, then each variant's Δ against the baseline. In a measured-only report every
+    row the study will have, each cell it has not measured yet marked so."""
     names = _variant_names(study)
+    held = study.get("measured_only")
+    lacking = _lacking_by_arch(held) if held is not None else {}
     rows = []
     for metric in metrics:
-        for arch, report in study["reports"].items():
-            m = next((x for x in report["metrics"] if x["name"] == metric), None)
-            if m is None or not m["valid_in_mode"] or not any(m["values"].get(n) for n in names):
+        for arch in study["arches"] if held is not None else study["reports"]:
+            report = study["reports"].get(arch)
+            m = next((x for x in report["metrics"] if x["name"] == metric), None) if report else None
+            if m is not None and not m["valid_in_mode"]:
                 continue
-            rows.append([m["label"], arch, m["unit"], *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
-                         *(conclusion.delta_text(m, n) for n in names[1:])])
+            if m is not None and any(m["values"].get(n) for n in names):
+                rows.append(_row(m, arch, names, lacking.get(arch, set())))
+            elif held is not None and lacking[arch] and _valid(metric, report["mode"] if report else held["mode"]):
+                info = describe(metric, "")
+                rows.append([info.label, arch, info.unit,
+                             *(NOT_MEASURED if n in lacking[arch] else "-" for n in names), *("" for _ in names[1:])])
     return rows
+
+
+def _row(m: dict[str, Any], arch: str, names: list[str], lacking: set[str]) -> list[str]:
+    """A metric's row on one arch: a cell not measured yet is marked, and has no Δ."""
+    def unmeasured(n: str) -> bool:
+        return n in lacking and not m["values"].get(n)
+    return [m["label"], arch, m["unit"],
+            *(NOT_MEASURED if unmeasured(n) else fmt_cell(m["values"].get(n), m["unit"]) for n in names),
+            *("" if unmeasured(n) or unmeasured(names[0]) else conclusion.delta_text(m, n) for n in names[1:])]
+
+
+def _valid(metric: str, mode: str | None) -> bool:
+    return mode is None or describe(metric, "").valid_in(mode)
 
 
 def _split_rows(split: dict[str, Any]) -> list[list[str]]:
@@ -183,6 +288,13 @@ def _sweep_lines(study: dict[str, Any]) -> list[str]:
             out.append(f"the options the audit's rules of {', '.join(result['rules'])} name; "
                        f"{result['left_out']} other differing option(s) not flipped")
         out.append(sweep_text(result))
+        left = study.get("measured_only", {}).get("sweeps", {}).get(arch, {}).get("not_measured")
+        if left:
+            out.append(f"{NOT_MEASURED} on {arch}: {len(left)} of {study['measured_only']['sweeps'][arch]['flips']} "
+                       f"options: {', '.join(left)}")
+    for label, info in study.get("measured_only", {}).get("sweeps", {}).items():
+        if label not in study["sweeps"]:
+            out.append(f"sweep on {label}: {NOT_MEASURED}: {', '.join(info['not_measured'])}")
     return out
 
 
