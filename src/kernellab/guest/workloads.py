@@ -306,13 +306,8 @@ class Reader:
         if status.startswith("server_"):
             return self._server_failure(inst, status, code)
         program = inst.argv(WORKDIR)[0]
-        packages = ", ".join(inst.workload.packages)
-        if status == "exec_failed" and code == _ENOENT:
-            install = self._install(packages)
-            return f"{program} is not installed on {self.where}{install}"
         if status == "exec_failed":
-            what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
-            return f"{program} could not start on {self.where} ({what})"
+            return self._not_started(inst, program, code)
         if status == "exit":
             return f"{program} exited with status {code} (its output is in the run's log)"
         if status == "signal":
@@ -323,24 +318,27 @@ class Reader:
             return f"the agent could not set up {inst.label}'s directory or files (errno {code})"
         return f"the agent ended {inst.label} with status {status}"
 
-    def _install(self, packages: str) -> str:
-        if not packages:
-            return ""
-        if self.debian:
-            return f": install Debian's {packages}"
-        return f": install Debian's {packages}, or its like with {self.where}'s own package manager"
+    def _not_started(self, inst: Instance, program: str, code: int) -> str:
+        """Why the program (or the server) did not start: not installed (with the package
+        to install), or the errno of its exec."""
+        if code == _ENOENT:
+            packages = ", ".join(inst.workload.packages)
+            if not packages:
+                install = ""
+            elif self.debian:
+                install = f": install Debian's {packages}"
+            else:
+                install = f": install Debian's {packages}, or its like with {self.where}'s own package manager"
+            return f"{program} is not installed on {self.where}{install}"
+        what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
+        return f"{program} could not start on {self.where} ({what})"
 
     def _server_failure(self, inst: Instance, status: str, code: int) -> str:
         server, argv = inst.workload.server, inst.server_argv(WORKDIR)
         program = f"the server {argv[0] if argv else '?'}"
         ended = f"was killed by signal {code - 256}" if code >= 256 else f"exited with status {code}"
-        if status == "server_exec_failed" and code == _ENOENT:
-            packages = ", ".join(inst.workload.packages)
-            install = self._install(packages)
-            return f"{program} is not installed on {self.where}{install}"
         if status == "server_exec_failed":
-            what = {_EACCES: "not executable", _ENOEXEC: "not a program this machine runs"}.get(code, f"errno {code}")
-            return f"{program} could not start on {self.where} ({what})"
+            return self._not_started(inst, program, code)
         if status == "server_port_busy":
             return (f"port {code} on 127.0.0.1 answered before {program} started: another program on {self.where} "
                     "holds it (stop it, or give the workload another port)")
