@@ -19,8 +19,8 @@ def test_an_unknown_metric_is_refused_before_any_variant_is_resolved(lab, capsys
     monkeypatch.setattr(resolve_module, "_make", no_make)
     monkeypatch.setattr(resolve_module, "_RESOLVED", {}, raising=False)   # nothing resolved yet
     assert lab.main(*command, "--metric", "proc.fork_exti") == 2
-    assert capsys.readouterr().err == ("kernellab: error: unknown metric proc.fork_exti: "
-                                       "see src/kernellab/metrics/metrics.toml\n")
+    assert capsys.readouterr().err == ("kernellab: error: --metric: unknown metric proc.fork_exti: "
+                                       "see src/kernellab/metrics/metrics.toml, nor a metric of a --workload given\n")
 
 
 @dataclass

@@ -258,6 +258,38 @@ def test_mutated_reports_as_html(env, tmp_path, capsys, report, count):
         assert code in (0, 2), (i, err)
 
 
+@pytest.mark.parametrize("count", counts(60, 3000))
+def test_the_compiled_schema_takes_exactly_what_jsonschema_takes(report, study_made, count):
+    """reading.check_schema lets a document pass on fastjsonschema's word alone (jsonschema
+    takes ~50 ms): both must draw the same line, on the shipped schemas' references across
+    files too (a study's sweeps, an audit's verdicts), for valid and mutated documents."""
+    from kernellab.report import kinds, reading
+    results = json.loads((ROOT / "results/debug-cost.json").read_text())
+    documents = {"compare": report, "study": json.loads(study_made.read_text()), "results": results}
+    rng = random.Random(11)
+    said: dict[bool, int] = {True: 0, False: 0}
+    for i in range(count):
+        name = sorted(documents)[i % len(documents)]
+        kind = kinds.get(name)
+        doc = kinds._as_schema_sees(kind, documents[name] if i < len(documents) else mutate(rng, documents[name]))
+        try:
+            reading._compiled(kind.schema)(doc)
+            compiled = True
+        except Exception:   # noqa: BLE001  (fastjsonschema's refusal, or what else it raises)
+            compiled = False
+        assert compiled == reading._validator(kind.schema).is_valid(doc), (i, name, json.dumps(doc)[:2000])
+        said[compiled] += 1
+    assert said[True] > count // 10 and said[False] > count // 10, said   # both sides of the line were tried
+
+
+def test_every_shipped_schema_compiles_and_refuses_what_it_should():
+    from kernellab.report import reading
+    for path in sorted(Path(reading.__file__).parent.glob("*.json")):
+        check = reading._compiled(path.name)
+        with pytest.raises(Exception, match="must"):   # fastjsonschema: "data.x must be ..."
+            check([])
+
+
 @pytest.mark.parametrize("text, said", [
     ("", "is not a JSON file"), ("[" * 100_000, "nested too deeply"), ('{"a": 1e999}', "inf is not a number"),
     ('{"a": NaN}', "nan is not a number"), ('{"a": ' + "9" * 30 + "}", "out of range"),

@@ -20,7 +20,6 @@ from .. import datafile, modes, workloads
 from ..errors import LabError
 from . import fmt_value, kinds
 
-DATA = "crosschecks.toml"
 IN_BAND, OUTSIDE, NO_BAND, NOT_MEASURED = "in band", "outside band", "no band", "not measured"
 
 
@@ -70,8 +69,8 @@ class Crosschecks:
 
 @functools.cache
 def load() -> Crosschecks:
-    path = resources.files("kernellab.metrics") / DATA
-    return datafile.load(Crosschecks, datafile.read_toml(path, DATA), DATA)
+    path = resources.files("kernellab.metrics") / "crosschecks.toml"
+    return datafile.load(Crosschecks, datafile.read_toml(path, path.name), path.name)
 
 
 def _cell(report: dict[str, Any], metric: str, variant: str) -> dict[str, Any]:
