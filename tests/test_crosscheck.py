@@ -168,3 +168,17 @@ def test_crosscheck_runs_every_pair_in_one_run_and_writes_a_checked_result(lab, 
             assert p["ratio"] > 0 and "bands are for lab-minimal of debian:6.1" in p["why"]
     measured = [p for p in result["pairs"] if p["ratio"] is not None]
     assert measured, json.dumps(result["pairs"], indent=1)[:2000]
+
+
+def test_a_variant_changed_from_the_bands_base_is_not_judged_by_its_bands():
+    """lab-minimal+CONFIG_HZ_1000=y is another kernel: its ratios are shown, with no band."""
+    from kernellab.experiments.crosscheck import _kernel
+    from kernellab.experiments.spec import parse_short
+
+    assert _kernel(parse_short("lab-minimal")) == "lab-minimal"
+    changed = _kernel(parse_short("x=lab-minimal+CONFIG_HZ_1000=y+boot:nosmt"))
+    assert changed == "lab-minimal+CONFIG_HZ_1000=y+boot:nosmt"
+    r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": cell(200.0),
+                "ctx.ring2_0k": cell(1000.0), "perf-bench.sched_pipe_op_time": cell(6000.0)})
+    rows = crosscheck.judge(r, {**SETTING, "base": changed}, two_pairs())["pairs"]
+    assert [p["verdict"] for p in rows] == [crosscheck.NO_BAND, crosscheck.NO_BAND]

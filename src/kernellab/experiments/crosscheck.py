@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .. import toolchain as toolchains
 from ..report import crosscheck as pairs
 from ..store import Store
 from . import compare
@@ -27,7 +28,18 @@ def run(store: Store, variant: VariantSpec, mode: str | None, runs: int | None, 
     # Only the agent's metrics the pairs name: a run costs the tools' time, not the whole suite's.
     how = replace(how, options=replace(how.options, cmdline_extra=f"KL_ONLY={','.join(checks.agent_metrics)}"))
     report, failures = compare.run_experiment(exp, store, how, log=log)
-    setting = {"base": variant.base, "source": variant.source, "arch": variant.arch, "mode": how.mode.name,
+    setting = {"base": _kernel(variant), "source": variant.source, "arch": variant.arch, "mode": how.mode.name,
                "target": placement.site.name if placement is not None else "qemu",
                "date": datetime.date.today().isoformat()}
     return pairs.judge(report, setting, checks), failures
+
+
+def _kernel(variant: VariantSpec) -> str:
+    """The variant's base with what it changes on it: the bands hold for the base alone."""
+    changes = [*variant.fragments, *variant.options, *(f"boot:{a}" for a in variant.boot_args),
+               *(f"sysctl:{k}={v}" for k, v in variant.sysctls.items())]
+    if variant.toolchain != toolchains.DEFAULT:
+        changes.append(variant.toolchain)
+    if variant.vcpus:
+        changes.append(f"vcpus:{variant.vcpus}")
+    return "+".join([variant.base, *changes])
