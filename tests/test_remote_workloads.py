@@ -21,6 +21,7 @@ from kernellab.targets import TargetOptions, running
 from kernellab.targets.machine import Facts
 from kernellab.targets.running import COPY_SCRIPT, EXISTS_SCRIPT, AgentOptions, RunningTarget
 from kernellab.targets.shell import LocalShell, SshShell, parse_ssh_url, script
+from workloadfiles import workload_file
 
 PWNED = "pwned"
 # Shell text that would leave a file behind if it ever ran as shell text.
@@ -122,40 +123,9 @@ def test_over_ssh_the_copy_is_one_quoted_argument_and_the_content_stdin(tmp_path
     assert shlex.split(body.removesuffix(f"\n{COPY_SCRIPT}")) == ["set", "--", path, path.rpartition("/")[0]]
 
 
-def workload_file(tmp_path: Path, name: str, command: str, binaries: str = "") -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(f'''name = "{name}"
-description = "a test's script"
-packages = ["dash"]
-{binaries}
-command = {command}
-fixed_work = true
-why = "prints what it is told"
-
-[files]
-"run.sh" = \'\'\'
-echo "value: $(($1 + $(own-program)))"
-\'\'\'
-
-[run]
-iterations = "n"
-timeout_s = 30
-
-[output]
-format = "text"
-
-[params.n]
-default = "1"
-pattern = '[0-9]+'
-help = "a number"
-
-[[metric]]
-name = "value"
-unit = "count"
-better = "higher"
-regex = '^value: ([0-9]+)$'
-''')
-    return path
+def own_workload(tmp_path: Path, name: str, command: str, binaries: str = "") -> Path:
+    """A script adding the user's own program's figure to its parameter."""
+    return workload_file(tmp_path, name, 'echo "value: $(($1 + $(own-program)))"', command=command, extra=binaries)
 
 
 def test_compare_with_a_workload_on_a_remote_machine(tmp_path, remote):
@@ -163,8 +133,8 @@ def test_compare_with_a_workload_on_a_remote_machine(tmp_path, remote):
     from the copy, the metric arrives with its provenance, a missing program names its
     package and the machine."""
     (tmp_path / "own-program").write_text("#!/bin/sh\necho 40\n")
-    own = workload_file(tmp_path, "own", '["sh", "{workdir}/run.sh", "{n}"]', 'binaries = ["own-program"]')
-    absent = workload_file(tmp_path, "absent", '["kl-not-installed"]')
+    own = own_workload(tmp_path, "own", '["sh", "{workdir}/run.sh", "{n}"]', 'binaries = ["own-program"]')
+    absent = own_workload(tmp_path, "absent", '["kl-not-installed"]')
     instances = compare.resolve_workloads([f"{own}:n=2", str(absent)])
     placement = Placement(TargetOptions("local"), log=lambda m: None)
     shell = PosingShell()

@@ -16,44 +16,21 @@ from pathlib import Path
 import pytest
 
 from fakes import LAB_ENVIRONMENT, point_worker
+from workloadfiles import workload_file
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def timed_workload(tmp: Path, name: str = "timed") -> Path:
     """A user's own workload: a script printing a time that follows the kernel's speed."""
-    path = tmp / f"{name}.toml"
-    path.write_text(f'''name = "{name}"
-description = "a test's script: a time the fake kernel's config decides"
-packages = ["dash"]
-command = ["sh", "{{workdir}}/run.sh", "{{n}}"]
-fixed_work = true
-why = "prints what the kernel's speed says"
-
-[files]
-"run.sh" = \'\'\'
-echo "time: $FAKE_KERNEL_SLOWDOWN"
-\'\'\'
-
-[run]
-iterations = "n"
-timeout_s = 30
-
-[output]
-format = "text"
-
-[params.n]
-default = "1"
-pattern = '[0-9]+'
-help = "a number"
-
+    return workload_file(tmp, name, 'echo "time: $FAKE_KERNEL_SLOWDOWN"', command='["sh", "{workdir}/run.sh", "{n}"]',
+                         metrics='''
 [[metric]]
 name = "time"
 unit = "s"
 better = "lower"
 regex = '^time: ([0-9.]+)$'
 ''')
-    return path
 
 
 def run_json(lab, capsys, *args, expect=0):
