@@ -125,8 +125,8 @@ class QemuTarget:
         initramfs too large for the machine's memory, more memory (memory_mib)."""
         args = list(self.machine.args)
         given = _arg_after(args, "-m")
-        if initramfs is not None and given is not None and initramfs.is_file():
-            machine_mib = _mib(given)
+        machine_mib = _mib(given) if given is not None else None
+        if initramfs is not None and machine_mib is not None and initramfs.is_file():
             mib = memory_mib(machine_mib, initramfs.stat().st_size)
             if mib != machine_mib:
                 args[args.index("-m") + 1] = f"{mib}M"
@@ -219,9 +219,12 @@ def memory_mib(machine_mib: int, initramfs_bytes: int) -> int:
     return machine_mib + 64 * math.ceil(room / 64)
 
 
-def _mib(size: str) -> int:
-    """QEMU's -m: a number of MiB, or with an M or G suffix."""
+def _mib(size: str) -> int | None:
+    """QEMU's -m: a number of MiB, or with an M or G suffix; None for any other form
+    (size=..., slots=...), which is left as the profile gives it."""
     number, unit = (size[:-1], size[-1].upper()) if size[-1:].isalpha() else (size, "M")
+    if not number.isdigit() or unit not in ("M", "G"):
+        return None
     return int(number) * {"M": 1, "G": 1024}[unit]
 
 
