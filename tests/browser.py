@@ -75,6 +75,43 @@ def inked_charts(driver: webdriver.Chrome) -> list[Drawn]:
     return drawn
 
 
+def overflowing(driver: webdriver.Chrome) -> list[str]:
+    """What is cut off or sticks out at the window's width: the page wider than the
+    window, a table or chart wider than the column it sits in, a cell's text wider than
+    its cell. Empty when everything fits."""
+    found: list[str] = driver.execute_script("""
+        const out = [];
+        const page = document.scrollingElement;
+        if (page.scrollWidth > window.innerWidth) out.push(`page: ${page.scrollWidth} px > ${window.innerWidth} px`);
+        const column = document.body.getBoundingClientRect();
+        const inner = column.right - parseFloat(getComputedStyle(document.body).paddingRight);
+        for (const el of document.querySelectorAll('table, [data-chart] svg, pre, h1, h2, h3, p, li')) {
+          const r = el.getBoundingClientRect();
+          if (r.right > inner + 1)
+            out.push(`${el.tagName.toLowerCase()} "${el.textContent.slice(0, 60)}": ` +
+                     `right edge ${Math.round(r.right)} px > ${Math.round(inner)} px`);
+        }
+        for (const cell of document.querySelectorAll('td, th')) {
+          if (cell.scrollWidth > cell.clientWidth + 1)
+            out.push(`cell "${cell.textContent.slice(0, 60)}": ${cell.scrollWidth} px in ${cell.clientWidth} px`);
+        }
+        return out;""")
+    return found
+
+
+def chart_labels(driver: webdriver.Chrome) -> dict[str, list[list[str]]]:
+    """Per chart (its id), the labels of each of its axes and legends as drawn, in order."""
+    labels: dict[str, list[list[str]]] = driver.execute_script("""
+        const out = {};
+        for (const chart of document.querySelectorAll('[data-chart]')) {
+          out[chart.id] = Array.from(chart.querySelectorAll('g.role-axis, g.role-legend')).map(g =>
+            Array.from(g.querySelectorAll('g.role-axis-label text, g.role-legend-label text'))
+              .map(t => Array.from(t.querySelectorAll('tspan')).map(s => s.textContent).join(' ') || t.textContent));
+        }
+        return out;""")
+    return labels
+
+
 def screenshot(driver: webdriver.Chrome, out: Path) -> None:
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(1280, min(height + 100, 16000))

@@ -17,6 +17,13 @@ from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
 
 
+@pytest.fixture(autouse=True)
+def _no_width_asked(monkeypatch):
+    """Output goes to a pipe, as on CI, unless a test asks for a width: pytest-xdist's
+    workers set COLUMNS=80, which kernellab takes as a width asked for (report.terminal)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def store(tmp_path_factory):
     return Store(tmp_path_factory.mktemp("store") / "lab.sqlite")

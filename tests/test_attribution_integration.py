@@ -82,7 +82,7 @@ def test_sweep_command_line_on_a_build_only_metric(minimal, tmp_path):
     assert all(f["effects"]["size.text"]["delta_pct"] > 0 for f in report["flips"])  # new code, more text
     bad = kernellab("bisect", "lab-minimal", "lab-minimal+CONFIG_CRC64=y", "--metric", "nosuch.metric",
                     store_path=tmp_path / "s.sqlite")
-    assert bad.returncode == 2 and "unknown metric nosuch.metric" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "unknown metric 'nosuch.metric'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 @pytest.mark.xfail(strict=False, reason=(

@@ -147,8 +147,6 @@ def test_verdicts_and_reasons(tree, base):
         ("log-buf-huge", "CONFIG_LOG_BUF_SHIFT"): (
             "n/a", None, "30 is outside the range of LOG_BUF_SHIFT (12..25)"),
         ("pti", "CONFIG_PAGE_TABLE_ISOLATION"): ("ok", None, ""),
-        ("pti", "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION"): (
-            "n/a", None, "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION does not exist in Linux 6.99.0"),
         ("arm-pages", "CONFIG_ARM64_64K_PAGES"): (
             "n/a", None, "CONFIG_ARM64_64K_PAGES is arch-specific: not defined for x86_64 in Linux 6.99.0"),
         ("needs-arm", "CONFIG_NEEDS_ARM64"): ("n/a", None, "ARM64 is not defined for x86_64 in Linux 6.99.0"),
@@ -156,6 +154,8 @@ def test_verdicts_and_reasons(tree, base):
             "change", "n", "takes more than assignments: IRQ_WORK=n "
                            "(selected by 4 options that are on: USER_A, USER_B, USER_C, USER_D)"),
     }
+    # The other kernel's name of PTI's option is no row of its own: this kernel has the option.
+    assert report.left_out == {"pti": ("CONFIG_MITIGATION_PAGE_TABLE_ISOLATION",)}
 
 
 def test_rule_verdicts_and_totals(tree, base):
@@ -164,25 +164,28 @@ def test_rule_verdicts_and_totals(tree, base):
              rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",), "CONFIG_AUDIT": ("y",)}),
              rule("arm-pages", {"CONFIG_ARM64_64K_PAGES": ("y",)}, "memory")]
     report = audit.audit(tree, rules, "storage")
-    # One n/a option among ok ones is expected (an option's other name); a change wins.
+    # A change wins over an ok option.
     assert {k: v for k, (_, v) in report.rule_verdicts().items()} == {
         "pti": "ok", "lockdep-on": "change", "arm-pages": "n/a"}
     totals = report.totals()
     assert totals["total"] == {"ok": 1, "change": 1, "n/a": 1}
     assert totals["memory"] == {"n/a": 1}
-    # The reasons of three rows, out of the table to keep its lines short.
-    no_mitigation = "CONFIG_MITIGATION_PAGE_TABLE_ISOLATION does not exist in Linux 6.99.0"
+    # The reasons of two rows, out of the table to keep its lines short.
     needs_debug = "needs CONFIG_DEBUG_KERNEL=y too"
     arm_only = "CONFIG_ARM64_64K_PAGES is arch-specific: not defined for x86_64 in Linux 6.99.0"
     assert auditreport.render_table(auditreport.body(report)) == textwrap.dedent(f"""\
-        audit of {base} for profile storage (Linux 6.99.0 x86_64)
+        audit of {base} (Linux 6.99.0 x86_64)
+        profile: storage (given with --profile)
+        rules: 1 ok, 0 boot, 1 change, 1 n/a (3 rules)
 
-        rule        option                                   current  expected    verdict  reason
-        pti         CONFIG_PAGE_TABLE_ISOLATION                    y  y           ok
-        pti         CONFIG_MITIGATION_PAGE_TABLE_ISOLATION         -  y           n/a      {no_mitigation}
-        lockdep-on  CONFIG_PROVE_LOCKING                           n  y           change   {needs_debug}
-        lockdep-on  CONFIG_AUDIT                                   y  y           ok
-        arm-pages   CONFIG_ARM64_64K_PAGES                         -  y           n/a      {arm_only}
+        rule        option                        current  expected    verdict  reason
+        pti         CONFIG_PAGE_TABLE_ISOLATION         y  y           ok
+        lockdep-on  CONFIG_PROVE_LOCKING                n  y           change   {needs_debug}
+        lockdep-on  CONFIG_AUDIT                        y  y           ok
+        arm-pages   CONFIG_ARM64_64K_PAGES              -  y           n/a      {arm_only}
+
+        left out: 1 option name(s) that Linux 6.99.0 x86_64 does not define, other kernels' names of the options \
+of 1 rule(s) (listed in --format json)
 
         rules per category         ok    boot  change     n/a   rules
         debugging                   0       0       1       0       1
@@ -196,13 +199,14 @@ def test_rule_verdicts_and_totals(tree, base):
 def test_a_profile_no_rule_audits(tree, base):
     report = audit.audit(tree, [rule("skipped", {"CONFIG_AUDIT": ("y",)}, skip=("latency",))], "latency")
     assert report.findings == []
-    assert auditreport.render_table(auditreport.body(report)) == (
-        f"audit of {base} for profile latency (Linux 6.99.0 x86_64)\n\nno rule audits this profile\n")
+    assert auditreport.render_table(auditreport.body(report, profile_reason="chosen because of a test")) == (
+        f"audit of {base} (Linux 6.99.0 x86_64)\nprofile: latency (chosen because of a test)\n"
+        "rules: 0 ok, 0 boot, 0 change, 0 n/a (0 rules)\n\nno rule audits this profile\n")
 
 def test_json_rows_carry_evidence_and_metric(tree, base):
     report = audit.audit(tree, [rule("lockdep-on", {"CONFIG_PROVE_LOCKING": ("y",)})], "latency")
     [row] = json.loads(json.dumps(report.to_json()))
-    assert row == {
+    assert row == {"rule_verdict": "change",
         "rule": "lockdep-on", "title": "title of lockdep-on", "category": "debugging",
         "option": "CONFIG_PROVE_LOCKING", "current": "n", "expected": ["y"], "verdict": "change",
         "reason": "needs CONFIG_DEBUG_KERNEL=y too", "recommended": "y",

@@ -3,14 +3,17 @@ never while another kernellab command uses it."""
 
 import fcntl
 import json
+import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from kernellab import cache, paths
 from kernellab.errors import LabError
+from kernellab.store import Store
 
 
 def shown(lab, capsys, *args):
@@ -65,6 +68,7 @@ def test_prune_by_age_picks_only_what_is_older():
 
 
 def test_prune_refuses_while_another_command_uses_the_cache(lab, capsys):
+    Store(lab.store).close()   # a store, empty: `cache` refuses a --store that does not exist
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, sys, time\n"
         f"f = open({str(lab.cache / '.in-use')!r}, 'a'); fcntl.flock(f, fcntl.LOCK_SH)\n"
@@ -81,3 +85,41 @@ def test_prune_refuses_while_another_command_uses_the_cache(lab, capsys):
     # And the prune leaves nothing locked behind it: another command may start at once.
     with open(lab.cache / ".in-use", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_build_tree_is_used_by_the_runs_of_its_arch_and_toolchain_only(lab, capsys):
+    """Issue 33: `cache show --all` said another arch's tree (same source) was used by the x86_64
+    runs, and cut the x86_64 tree's list at three runs without saying so."""
+    assert lab.main("compare", "a=tinyconfig", "--runs", "4") == 0      # runs 1-4, x86_64
+    assert lab.main("compare", "b=tinyconfig+CONFIG_FAKE_SLOW=y") == 0  # run 5: made an s390x run below
+    capsys.readouterr()
+    db = sqlite3.connect(lab.store)
+    db.execute("UPDATE variants SET arch = 's390x' WHERE name = 'b'")
+    db.commit()
+    db.close()
+    [x86_64] = (lab.cache / "build").iterdir()
+    source_id = x86_64.name.partition("-x86_64-")[0]
+    compiler = x86_64.name.rpartition("-x86_64-")[2]                     # gcc-VERSION: the host's gcc
+    s390x = lab.cache / "build" / f"{source_id}-s390x-s390x-linux-gnu-{compiler}"
+    clang = lab.cache / "build" / f"{source_id}-x86_64-clang-99.0.0"    # same source and arch, another compiler
+    for tree in (s390x, clang):
+        tree.mkdir()
+
+    used = {Path(e["path"]).name: e["used_by"] for e in shown(lab, capsys)["entries"] if e["kind"] == "build"}
+    assert used == {x86_64.name: [1, 2, 3, 4], s390x.name: [5], clang.name: []}
+    resolve = {Path(e["path"]).name: e["used_by"] for e in shown(lab, capsys)["entries"] if e["kind"] == "resolve"}
+    assert resolve[f"{source_id}-symbols.json"] == [1, 2, 3, 4, 5]      # the source's, whatever the arch
+    assert resolve[x86_64.name] == [1, 2, 3, 4]
+
+    assert lab.main("cache", "show", "--all") == 0
+    lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
+    assert lines[f"build/{x86_64.name}"].endswith("used by runs 1-4")
+    assert lines[f"build/{s390x.name}"].endswith("used by run 5")
+    assert lines[f"build/{clang.name}"].endswith("unused")
+
+
+def test_the_runs_an_entry_was_used_by_are_all_named_as_ranges():
+    assert cache.runs_text([1, 2, 3, 4, 6, 9, 10]) == "runs 1-4, 6, 9-10"
+    assert cache.runs_text([7]) == "run 7"
+    many = cache.runs_text(list(range(1, 40, 2)))
+    assert many.startswith("runs 1, 3, 5,") and many.endswith("and 12 more")

@@ -228,7 +228,7 @@ def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
     a.write_text("CONFIG_BLOCK=y\nCONFIG_SCSI=y\nCONFIG_DEBUG_KERNEL=y\nCONFIG_PROVE_LOCKING=y\nCONFIG_HZ=1000\n")
     b = tmp_path / "b.config"
     b.write_text("CONFIG_PREEMPT=y\nCONFIG_HZ=250\n# CONFIG_STALE_OPTION is not set\n")
-    d, warnings = diff.diff(tree, str(a), str(b))
+    d, warnings = diff.diff(tree, diff.ConfigArg(str(a)), diff.ConfigArg(str(b)))
     assert len(warnings) == 1 and "CONFIG_STALE_OPTION" in warnings[0]
     rows = {c.option: (c.a, c.b, c.kind, c.category, c.menu) for c in d.changes}
     assert rows == {
@@ -244,7 +244,8 @@ def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
                         "Device Drivers > Enable the block layer"),
     }
     assert d.hidden == 1                                      # LOCKDEP, selected, no prompt
-    assert "CONFIG_LOCKDEP" in {c.option for c in diff.diff(tree, str(a), str(b), derived=True)[0].changes}
+    everything, _ = diff.diff(tree, diff.ConfigArg(str(a)), diff.ConfigArg(str(b)), derived=True)
+    assert "CONFIG_LOCKDEP" in {c.option for c in everything.changes}
     assert d.summary()["debugging"] == {"changed": 1, "only in A": 1}
     legend = ("Linux 6.99.0 x86_64, both as olddefconfig resolves them; "
               "'-' marks an option a config does not have (its dependencies are unmet)")
@@ -283,7 +284,7 @@ def test_diff_groups_by_menu_with_category_and_kind(tree, tmp_path):
 def test_identical_configs_have_no_difference(tree, tmp_path):
     a = tmp_path / "a.config"
     a.write_text("CONFIG_HZ=250\n")
-    d, _ = diff.diff(tree, str(a), str(a))
+    d, _ = diff.diff(tree, diff.ConfigArg(str(a)), diff.ConfigArg(str(a)))
     assert d.changes == [] and configdiff.render_table(d) == (
         f"no differences between {a} and {a} (Linux 6.99.0 x86_64, as olddefconfig resolves them)\n")
 
@@ -324,7 +325,7 @@ def test_cli_errors_are_one_line(tinyconfig, tmp_path):
         (("config", "explain", "ARM64_SVE", "--config", str(tinyconfig)), "CONFIG_ARM64_SVE is arch-specific"),
         (("config", "diff", str(bad), str(tinyconfig)), f"{bad}:2: expected CONFIG_NAME=value"),
         (("audit", str(arm), "--profile", "latency"), f"{arm} is a config for arm64"),
-        (("config", "diff", str(tmp_path / "missing.config"), str(tinyconfig)), "missing.config: no such file"),
+        (("config", "diff", str(tmp_path / "missing.config"), str(tinyconfig)), "missing.config': no such file"),
     ]
     for args, message in cases:
         r = cli(*args)

@@ -276,7 +276,7 @@ def test_an_interrupted_run_keeps_its_samples_and_the_rerun_reuses_the_build(lab
 
     assert lab.main("runs", "--format", "json") == 0
     listing = json.loads(capsys.readouterr().out)
-    assert [(r["id"], r["status"]) for r in listing] == [(second["id"], "ok"), (first["id"], "interrupted")]
+    assert [(r["run"], r["status"]) for r in listing] == [(second["id"], "ok"), (first["id"], "interrupted")]
 
 
 def test_in_icount_a_built_variant_boots_while_the_next_one_builds(lab, capsys):

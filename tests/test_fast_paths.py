@@ -19,8 +19,9 @@ def test_an_unknown_metric_is_refused_before_any_variant_is_resolved(lab, capsys
     monkeypatch.setattr(resolve_module, "_make", no_make)
     monkeypatch.setattr(resolve_module, "_RESOLVED", {}, raising=False)   # nothing resolved yet
     assert lab.main(*command, "--metric", "proc.fork_exti") == 2
-    assert capsys.readouterr().err == ("kernellab: error: --metric: unknown metric proc.fork_exti: "
-                                       "see src/kernellab/metrics/metrics.toml, nor a metric of a --workload given\n")
+    assert capsys.readouterr().err == ("kernellab: error: --metric: unknown metric 'proc.fork_exti', nor a metric "
+                                       "of a --workload given: did you mean proc.fork_exit, proc.fork_exec? "
+                                       "(`kernellab metrics` lists every metric)\n")
 
 
 @dataclass

@@ -4,13 +4,14 @@ what came from outside stays text."""
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
-from browser import inked_charts, load, screenshot
+from browser import chart_labels, inked_charts, load, overflowing, screenshot
 from kernellab.report import html
 from test_study import study_file
 
@@ -27,9 +28,26 @@ def shown(browser, page: Path, tmp_path: Path, min_charts: int) -> list:
     for c in charts:
         # An empty vega view leaves a white box; a drawn one has axes, labels and marks.
         assert c.inked > 0.01 * c.area, c
+    fits_and_labels_are_distinct(browser)
     screenshot(browser, tmp_path / f"{page.stem}.png")
     assert (tmp_path / f"{page.stem}.png").stat().st_size > 10_000
     return charts
+
+
+def fits_and_labels_are_distinct(browser) -> None:
+    """At 1,280 px nothing is cut off or sticks out, and on every chart no two labels of an
+    axis or legend read the same, none is cut short (…), no legend has a single entry."""
+    browser.set_window_size(1280, 900)
+    sticking_out = overflowing(browser)
+    assert not sticking_out, "\n".join(sticking_out)
+    drawn = chart_labels(browser)
+    for chart, groups in drawn.items():
+        for labels in groups:
+            assert len(set(labels)) == len(labels), (chart, labels)
+            assert not [label for label in labels if "…" in label], (chart, labels)
+    for chart in drawn:
+        for legend in browser.find_elements(By.CSS_SELECTOR, f"#{chart} g.role-legend"):
+            assert len(legend.find_elements(By.CSS_SELECTOR, "g.role-legend-label text")) > 1, chart
 
 
 def no_alert(browser) -> bool:
@@ -77,8 +95,9 @@ def test_names_and_config_strings_from_outside_stay_text(lab, capsys, browser, t
     assert no_alert(browser)
     assert browser.title == "kernellab compare: command line"
     assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "#all-metrics table").text   # shown, as text
-    # The chart's legend shows the name too: the data reached Vega intact.
-    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "[data-chart] svg").get_attribute("textContent")
+    # The values chart writes the name too: the data reached Vega intact.
+    values = browser.find_element(By.CSS_SELECTOR, "#values-per-variant [data-chart] svg")
+    assert HOSTILE in values.get_attribute("textContent")
 
 
 def test_an_evidence_link_is_made_only_for_http_addresses():
@@ -115,6 +134,16 @@ def test_sweep_and_bisect_reports(lab, capsys, browser, tmp_path):
     assert "CONFIG_FAKE_SLOW=y" in culprits
 
 
+def audit_document(findings, config):
+    """An audit as `kernellab audit --format json` writes it, around these findings (one rule each)."""
+    for f in findings:
+        f.setdefault("rule_verdict", f["verdict"])
+    total = Counter(f["rule_verdict"] for f in findings)
+    return {"config": config, "where": "Linux 6.1, x86_64", "profile": "latency",
+            "profile_reason": "given with --profile", "only": None, "findings": findings,
+            "totals": {"total": dict(total)}}
+
+
 def test_an_audit_report_groups_rules_by_verdict_with_their_evidence(browser, tmp_path):
     finding = {"rule": "r", "title": "Lock debugging off", "category": "debugging", "option": "CONFIG_PROVE_LOCKING",
                "current": "y", "expected": ["n"], "verdict": "change", "reason": "", "recommended": "n",
@@ -124,8 +153,10 @@ def test_an_audit_report_groups_rules_by_verdict_with_their_evidence(browser, tm
     hostile = finding | {"title": HOSTILE, "verdict": "ok",
                          "evidence": [{"source": "javascript:alert(3)", "figure": "x", "verified": False, "note": ""}]}
     page = tmp_path / "audit.html"
-    page.write_text(html.audit_page([finding, hostile], "my.config", "latency"))
+    page.write_text(html.audit_page(audit_document([finding, hostile], "my.config")))
     assert load(browser, page) == []
+    # The counts every view of an audit gives: of rules, as the terminal says them.
+    assert "rules: 1 ok, 0 boot, 1 change, 0 n/a (2 rules)" in browser.find_element(By.CSS_SELECTOR, "body").text
     assert no_alert(browser)
     link = browser.find_element(By.CSS_SELECTOR, "#recommended-changes a")
     assert link.get_attribute("href") == "https://lwn.net/Articles/185666/"
@@ -147,3 +178,97 @@ def test_show_renders_a_saved_report_as_html(lab, capsys, tmp_path, fmt):
     assert lab.main("show", str(saved), "--format", fmt) == 0
     out = capsys.readouterr().out
     assert out.startswith("<!DOCTYPE html>") and "kernellab compare: command line" in out
+
+
+# -- the page as a reader of Phoronix's result viewer would want it (issue 33) -----------
+
+TIMER = ("timer wakeup latency under load, median", "timer wakeup latency under load, 99th pct",
+         "timer wakeup latency under load, max")
+
+
+def default_report(lab, capsys, tmp_path) -> dict:
+    """The fake lab's default experiment as JSON, its syscall rows given what the real one
+    showed badly: three labels alike for 32 characters, and +2,289%, +110.9% and +103.8% on
+    one chart."""
+    saved = tmp_path / "default.json"
+    assert lab.main("compare", "--format", "json", "-o", str(saved)) == 0
+    capsys.readouterr()
+    report = json.loads(saved.read_text())
+    metrics = {m["name"]: m for m in report["metrics"]}
+    for name, label, delta in zip(("syscall.null", "syscall.read", "syscall.write"), TIMER, (2289.3, 110.9, 103.8),
+                                  strict=True):
+        metrics[name]["label"] = label
+        metrics[name]["verdict"]["debug"]["delta_pct"] = delta
+    return report
+
+
+def drawn_points(browser, chart: str) -> dict[str, float]:
+    """Each point of a change chart: its row's label -> its x in pixels."""
+    points = browser.execute_script("""
+        return Array.from(document.querySelectorAll(`#${arguments[0]} g.mark-symbol.role-mark path`))
+          .map(p => [p.getAttribute('aria-label'), p.getAttribute('transform')]);""", chart)
+    return {re.search(r"metric: ([^;]+);", label).group(1): float(re.search(r"translate\(([-\d.]+),", at).group(1))
+            for label, at in points}
+
+
+def test_the_compare_page_labels_every_row_whole_and_shows_moderate_changes_apart(lab, capsys, browser, tmp_path):
+    page = tmp_path / "compare.html"
+    page.write_text(html.compare_page(default_report(lab, capsys, tmp_path)))
+    shown(browser, page, tmp_path, min_charts=4)   # fits at 1,280 px, no label twice or cut
+    [syscalls] = [c.get_attribute("id") for c in browser.find_elements(By.CSS_SELECTOR, "#change-against-lab-minimal "
+                                                                                        "[data-chart]")
+                  if "timer wakeup" in c.get_attribute("textContent")]
+    labels = [" ".join(group) for group in chart_labels(browser)[syscalls]]
+    assert all(label in " ".join(labels).replace("\n", " ") for label in TIMER)
+    # A log-ratio axis: +103.8% is a fifth of the way to +2,289% (a linear one: 1/22), and
+    # +110.9% stands apart from it (a linear one put them 2 px apart).
+    x = drawn_points(browser, syscalls)
+    zero = browser.execute_script("""   // the 0% tick, where the points' x counts from
+        const tick = Array.from(document.querySelectorAll(`#${arguments[0]} g.role-axis-label text`))
+          .find(t => t.textContent === '0%');
+        return tick.getAttribute('transform');""", syscalls)
+    zero = float(re.search(r"translate\(([-\d.]+),", zero).group(1))
+    assert (x[TIMER[2]] - zero) > 0.15 * (x[TIMER[0]] - zero), (x, zero)
+    assert x[TIMER[1]] - x[TIMER[2]] > 3
+    # The verdicts' one legend says what each means; no legend of one variant.
+    legend = chart_labels(browser)[syscalls][-1]
+    assert legend == list(html.VERDICT_LEGEND.values())
+
+
+def test_the_compare_page_shows_each_variants_values_with_their_spread_and_icount_units(lab, capsys, browser,
+                                                                                      tmp_path):
+    page = tmp_path / "values.html"
+    page.write_text(html.compare_page(default_report(lab, capsys, tmp_path)))
+    load(browser, page)
+    section = browser.find_element(By.CSS_SELECTOR, "#values-per-variant")
+    assert "(icount) is an emulated time" in section.text
+    drawn = " ".join(c.get_attribute("textContent") for c in section.find_elements(By.CSS_SELECTOR, "svg"))
+    assert "ns (icount)" in drawn and "fork + exit" in drawn
+    # The median, its spread and n of each variant, as the table gives them, beside bars and whiskers.
+    assert re.search(r"lab-minimal: 60,000 ±0\.\d% n=11", drawn) and re.search(r"debug: [\d,.]+ ±\d+\.\d% n=11", drawn)
+    rules = browser.find_elements(By.CSS_SELECTOR, "#values-per-variant g.mark-rule line")
+    assert len(rules) > 10
+    # The table: the icount unit, and each header aligned as its figures are.
+    table = browser.find_element(By.CSS_SELECTOR, "#all-metrics table")
+    assert "ns (icount)" in table.text
+    heads = {th.text: th.value_of_css_property("text-align") for th in table.find_elements(By.CSS_SELECTOR, "thead th")}
+    assert heads == {"metric": "left", "unit": "left", "lab-minimal": "right", "debug": "right", "Δ debug": "right"}
+
+
+def test_an_audit_page_with_long_addresses_and_names_fits_1280_px(browser, tmp_path):
+    evidence = {"source": "https://canaltech.com.br/hardware/inception-cpus-amd-perdem-54-de-desempenho-com-"
+                          "correcao-da-falha-260046/",
+                "figure": "Report of Phoronix's AMD Inception benchmarks on an EPYC 7763 with the IBPB mitigation: "
+                          "MariaDB up to -54%", "verified": True, "note": ""}
+    findings = [{"rule": f"r{i}", "title": "Return-thunk based Retbleed/Inception mitigations built in",
+                 "category": "mitigations-hardening", "option": "CONFIG_RANDOMIZE_KSTACK_OFFSET_DEFAULT",
+                 "current": "y", "expected": ["y"], "verdict": "ok", "recommended": "y",
+                 "reason": "needs CONFIG_CPU_MITIGATIONS=y, CONFIG_RETPOLINE=y, CONFIG_RETHUNK=y too", "settings": [],
+                 "metric": None, "expected_change": None, "evidence": [evidence]} for i in range(8)]
+    page = tmp_path / "audit.html"
+    page.write_text(html.audit_page(audit_document(findings, "/boot/config-6.1.0-28-cloud-amd64")))
+    assert load(browser, page) == []
+    fits_and_labels_are_distinct(browser)
+    link = browser.find_element(By.CSS_SELECTOR, "#already-as-recommended a")
+    assert link.get_attribute("href") == evidence["source"] and link.text.endswith("(canaltech.com.br)")
+    screenshot(browser, tmp_path / "audit.png")

@@ -42,7 +42,7 @@ def test_bisect_takes_its_threshold_from_the_floor(lab, capsys):
     assert lab.main("bisect", "good=tinyconfig", "bad=tinyconfig+CONFIG_FAKE_SLOW=y+CONFIG_FAKE_LAYOUT_2=y",
                     "--metric", "proc.fork_exit", "--format", "json") == 0
     captured = capsys.readouterr()
-    assert "threshold 4.00%: the noise floor of proc.fork_exit" in captured.err
+    assert "threshold 4.00% for proc.fork_exit: its noise floor" in captured.err
     result = json.loads(captured.out)
     assert result["threshold_pct"] == 4.0
     assert [c["option"] for c in result["culprits"]] == ["CONFIG_FAKE_SLOW"]   # the layout flip is below it

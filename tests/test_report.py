@@ -109,12 +109,12 @@ def test_table_says_mode_target_boot_parameters_and_failures(report):
 def test_markdown_and_summary(report):
     md = render(report, "markdown")
     # Marked as the terminal marks it: * a difference by the cell's verdict, and the legend.
-    assert "| null syscall (getppid) | ns | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0%* |" in md
+    assert "| null syscall (getppid) | ns (icount) | 200.0 ±0.0% n=5 | 300.0 ±0.0% n=5 | +50.0%* |" in md
     assert "Δ: * marks a difference" in md and summary(report) in md
     # icount: every exact difference beyond the floor (none here) and the spread is named, with
     # the catalog's direction; what cannot be believed from one run is said not compared.
     said = summary(report)
-    assert "b vs a (icount mode) - " in said and "null syscall (getppid) +50% (worse)" in said
+    assert said.startswith("b vs a (icount mode):\n") and "- syscalls: null syscall (getppid) +50% (worse)" in said
     assert "| boot image | KiB | 2,048 | 2,100 | +2.5%* |" in md
     assert "boot image +3% (worse)" in said
 

@@ -156,7 +156,7 @@ def test_the_written_summary_names_exactly_the_differences_and_what_was_not_comp
     for name, kind in expected.items():
         named = re.search(rf"{re.escape(labels[name])} [-+][0-9.]+% \((better|worse)\)", said)
         assert (named.group(1) if named else None) == (kind if kind in model.DIFFERENCE else None), name
-        unsure = next((g for g in groups if g.startswith("not compared: ")), "")
+        unsure = "; ".join(g for g in groups if g.startswith("not compared: "))   # a phrase per reason
         measured = "not_available" not in next(m for m in report["metrics"] if m["name"] == name)["values"]["b"]
         assert (labels[name] in unsure) == (kind == "not compared" and measured), name
     assert headline == f"b vs a ({report['mode']} mode)"
@@ -173,18 +173,17 @@ def test_html_colours_and_charts_each_cell_as_its_verdict(case):
         last = re.findall(r'<td class="([^"]*)">', row.group(0))[-1]   # the Δ b cell
         assert last == css[kind], (name, last)
     specs = json.loads(re.search(r'id="kernellab-charts">(.*?)</script>', page, re.S).group(1))
-    points = {r["metric"]: r["verdict"] for r in _rows(specs) if "verdict" in r}
-    charted = {"worse": "difference: worse", "better": "difference: better", "no difference": "no difference",
-               "not compared": "not compared"}
+    # A change chart's point says its verdict's kind; its legend what the kind means.
+    points = {r["label"]: r["verdict"] for r in _rows(specs) if "verdict" in r}
     for name, kind in expected.items():
         if labels[name] in points:
-            assert points[labels[name]] == charted[kind], name
+            assert points[labels[name]] == kind, name
     assert {labels[n] for n, k in expected.items() if k in model.DIFFERENCE} <= set(points)
 
 
 def _rows(node):
     if isinstance(node, dict):
-        if "metric" in node and "variant" in node:
+        if "label" in node and "series" in node:
             yield node
         for v in node.values():
             yield from _rows(v)

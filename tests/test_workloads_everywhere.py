@@ -79,7 +79,7 @@ def test_a_workload_metric_without_its_workload_is_one_line_before_any_build(lab
         # Unknown to the catalog, or (registered by an earlier test in this process) not
         # a metric of the workloads given: one line either way.
         assert err.count("\n") == 1 and err.startswith(f"kernellab: error: --metric: {args[1]}") or \
-            err.startswith(f"kernellab: error: --metric: unknown metric {args[1]}"), err
+            err.startswith(f"kernellab: error: --metric: unknown metric {args[1]!r}"), err
         assert "--workload given" in err
     assert not (lab.cache / "artifacts").exists() and (not lab.store.exists() or lab.runs() == [])
 

@@ -3,8 +3,10 @@
 Source trees, build trees, build artifacts, Debian's kernel packages and file-system images
 fill a disk; the rest (kconfig trees, resolved configs, agents, initramfs files) is small and
 rebuilt in seconds. Each kind's entries are the folders or files directly under its folder;
-an entry is "used" when a run in the store measured it: its build's artifacts, and the source
-tree and build trees of its source (their names carry the source's content hash).
+an entry is "used" when a run in the store measured it: its build's artifacts, its source's
+tree (named by the source's content hash), and the build tree, kconfig and resolve entries of
+its source, arch and toolchain (named `SOURCE-ID-ARCH-TOOLCHAIN-ID`, as build.build_tree names
+them): another arch's or compiler's tree of the same source is not the run's.
 
 Every kernellab command holds the cache shared while it runs (paths.in_use); pruning takes it
 exclusively, so it never removes what another command is using, and refuses while one runs.
@@ -18,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from . import arches, paths
 from .errors import LabError
 from .store import Store
+from .toolchain import Toolchain
 
 # The kinds pruning may remove; the rest it only shows, with why it leaves them.
 PRUNABLE = ("sources", "build", "artifacts", "debian-image", "fs-images")
@@ -58,33 +61,102 @@ def _size_and_newest(path: Path) -> tuple[int, float]:
     return total, newest
 
 
-def _uses(store: Store | None, recent: int) -> dict[str, list[int]]:
-    """Name fragments of cache entries -> the recent runs that used them: a build key's
-    first 20 characters (artifacts), a source's content hash's first 12 (its tree and its
-    build trees)."""
+@dataclass(frozen=True)
+class _Use:
+    """What one run measured, as the cache names it."""
+    run: int
+    artifacts: str | None   # the build key's first 20 characters: its artifacts' folder
+    source_hash: str | None  # the source's content hash's first 12: in every name of its entries
+    source_id: str | None   # the source's id (VERSION-HASH): what its per-arch entries start with
+    tree: str | None        # SOURCE-ID-ARCH-TOOLCHAIN-ID, or SOURCE-ID-ARCH- when the compiler is unknown
+
+    def used(self, name: str, arch_names: Sequence[str]) -> bool:
+        if self.artifacts and self.artifacts in name:
+            return True
+        if not self.source_hash or self.source_hash not in name:
+            return False
+        if self.source_id is None or _arch_of(name, self.source_id, arch_names) is None:
+            return True   # the source's own: its tree, its symbols
+        # One source's entry per (arch, toolchain): the run's only if both are the run's.
+        if self.tree is None or not name.startswith(self.tree):
+            return False
+        # The tree itself, or an entry named after it (its pool: .pool; a kconfig file: -...).
+        return name == self.tree or self.tree.endswith("-") or name[len(self.tree)] in ".-"
+
+
+def _arch_of(name: str, source_id: str, arch_names: Sequence[str]) -> str | None:
+    """The arch a name of SOURCE-ID-ARCH-... is for; None for a name of the source alone."""
+    rest = name.removeprefix(f"{source_id}-")
+    if rest == name:
+        return None
+    return next((a for a in arch_names if rest.startswith(f"{a}-")), None)
+
+
+def _tree_name(source_id: str, arch: str, compiler: str | None) -> str:
+    """The name build.build_tree gives the build tree of this source, arch and compiler (the
+    first line of its --version, as the build's record keeps it); without the compiler, the
+    prefix every toolchain's tree of the source and arch shares."""
+    try:
+        profile = arches.load(arch)
+    except LabError:   # an arch profile this kernellab no longer has: any toolchain's tree
+        return f"{source_id}-{arch}-"
+    if not compiler:
+        return f"{source_id}-{arch}-"
+    # The record keeps the compiler's words, not its kind: clang says its name in them.
+    kind = "clang" if "clang" in compiler.lower() else "gcc"
+    return f"{source_id}-{arch}-{Toolchain(profile.cc, profile.cross_compile, compiler, kind).id}"
+
+
+def _uses(store: Store | None, recent: int) -> list[_Use]:
+    """What the store's `recent` latest runs measured."""
     if store is None:
-        return {}
+        return []
     rows = store.db.execute(
-        "SELECT r.id, r.build_key, s.content_hash FROM runs r JOIN variants v ON v.id = r.variant_id"
-        " LEFT JOIN sources s ON s.id = v.source_id ORDER BY r.id DESC LIMIT ?", (recent,)).fetchall()
-    uses: dict[str, list[int]] = {}
-    for run_id, build_key, content_hash in rows:
-        for fragment in (build_key[:20] if build_key else None, content_hash[:12] if content_hash else None):
-            if fragment:
-                uses.setdefault(fragment, []).append(run_id)
+        "SELECT r.id, r.build_key, v.source_id, s.content_hash, v.arch,"
+        " CASE WHEN json_valid(b.record) THEN json_extract(b.record, '$.compiler') END"
+        " FROM runs r JOIN variants v ON v.id = r.variant_id LEFT JOIN sources s ON s.id = v.source_id"
+        " LEFT JOIN builds b ON b.key = r.build_key ORDER BY r.id DESC LIMIT ?", (recent,)).fetchall()
+    uses: list[_Use] = []
+    trees: dict[tuple[str, str, str | None], str] = {}   # one name per (source, arch, compiler), made once
+    for run_id, build_key, source_id, content_hash, arch, compiler in rows:
+        source_id = str(source_id) if source_id else None
+        tree = None
+        if source_id:
+            key = (source_id, str(arch), compiler if isinstance(compiler, str) else None)
+            if key not in trees:
+                trees[key] = _tree_name(*key)
+            tree = trees[key]
+        uses.append(_Use(run_id, build_key[:20] if isinstance(build_key, str) and build_key else None,
+                         content_hash[:12] if isinstance(content_hash, str) and content_hash else None,
+                         source_id, tree))
     return uses
 
 
 def entries(store: Store | None, recent: int = 50) -> list[Entry]:
     root = paths.cache_root()
     uses = _uses(store, recent)
+    arch_names = arches.available()
     out = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "children"):
         for path in sorted(folder.iterdir()):
             size, modified = _size_and_newest(path)
-            used = sorted({run for fragment, runs in uses.items() if fragment in path.name for run in runs})
+            used = sorted({use.run for use in uses if use.used(path.name, arch_names)})
             out.append(Entry(folder.name, path, size, modified, used))
     return out
+
+
+def runs_text(runs: list[int], most: int = 8) -> str:
+    """Run ids as `cache show` names them, consecutive ones as a range: "runs 1-4, 6"; past
+    `most` ranges, how many runs more."""
+    ranges: list[list[int]] = []
+    for run in sorted(runs):
+        if ranges and run == ranges[-1][1] + 1:
+            ranges[-1][1] = run
+        else:
+            ranges.append([run, run])
+    shown = [f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:most]]
+    left = sum(b - a + 1 for a, b in ranges[most:])
+    return f"run{'s' if len(runs) > 1 else ''} {', '.join(shown)}" + (f" and {left} more" if left else "")
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import csv
 import datetime
-import difflib
 import functools
 import gc
 import io
@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,22 @@ from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .config.dotconfig import differing
 from .config.resolve import base_file_warnings
-from .errors import LabError
-from .experiments import audit_measure, compare, crosscheck, executor, floor, lab, lava, probe, profiling, study, sweep
+from .errors import LabError, did_you_mean
+from .experiments import (
+    audit_measure,
+    commits,
+    compare,
+    crosscheck,
+    executor,
+    floor,
+    lab,
+    lava,
+    probe,
+    profiling,
+    study,
+    sweep,
+    why,
+)
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
 from .experiments.placement import Placement, TargetOptions, running_config_path
 from .experiments.spec import (
@@ -59,6 +73,7 @@ from .experiments.spec import (
     parse_short,
 )
 from .knowledge import PROFILES, rules_for
+from .metrics import view as metrics_view
 from .proc import stop_on_signals
 from .report import (
     auditreport,
@@ -71,7 +86,7 @@ from .report import (
 )
 from .report import crosscheck as crosscheck_report
 from .report import profile as profile_report
-from .report.terminal import GuardedOutput, OutputLost, printable, printable_tree
+from .report.terminal import GuardedOutput, OutputLost, Screen, printable, printable_tree
 from .size import objects as size_objects
 from .size import symbols as size_symbols
 from .size import view as size_view
@@ -85,9 +100,18 @@ from .workloads import view as workload_view
 # The exit codes, documented in --help and the README. A failed run wins over a regression:
 # a gate that did not see every variant measured cannot vouch for the comparison.
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_REGRESSION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_CODES = ("exit status: 0 ok; 1 a run failed: a panic, a hang, a crash (wins over 3); 2 usage or input "
-              "error, a config that does not build among them; 3 a --fail-on or --fail-on-regression rule "
-              "broken; 130 interrupted; 141 the output's reader went away (| head)")
+# A reader that went away (`kernellab runs | head -1`) ends kernellab as it ends any Unix
+# tool, by SIGPIPE, which a shell reports as 128 + 13: quietly, and under `set -o pipefail`
+# a failure as with any other tool, so that a gate whose report was cut off never reads as 0.
+EXIT_READER_GONE = 141
+# What each means: --help's epilog and the man page's EXIT STATUS.
+EXIT_MEANINGS = ((EXIT_OK, "ok"),
+                 (EXIT_RUN_FAILED, "a run failed: a panic, a hang, a crash (wins over 3)"),
+                 (EXIT_USAGE, "usage or input error, a config that does not build among them"),
+                 (EXIT_REGRESSION, "a --fail-on or --fail-on-regression rule broken"),
+                 (EXIT_INTERRUPTED, "interrupted"),
+                 (EXIT_READER_GONE, "the output's reader went away (| head)"))
+EXIT_CODES = "exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS)
 
 
 def _log(message: str) -> None:
@@ -155,7 +179,10 @@ def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], args: argpa
     # printable before any view or verdict shows them. JSON escapes them itself, as they are.
     shown = printable_tree(report)
     checks = gate.check(shown, rules) if rules else []
-    _output(kinds.get("compare").render(report, args.format, kinds.View(args.all, checks=checks)), args.output)
+    # A terminal's table fits its width; one written to a file (-o) or a pipe keeps every column.
+    screen = Screen() if args.output else Screen.of(sys.stdout)
+    view = kinds.View(args.all, checks=checks, screen=screen, verbose=args.verbose)
+    _output(kinds.get("compare").render(report, args.format, view), args.output)
     broken = [c for c in checks if c.broken]
     for c in broken:
         print(f"kernellab: regression: {c.metric} {c.variant}: {c.detail} (rule {c.rule.text})", file=sys.stderr)
@@ -194,13 +221,24 @@ def _json(data: object) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+def _dropped(p: lab.Prepared) -> list[dict[str, str]]:
+    """What olddefconfig dropped of the variant's requests, each with why: what `config
+    explain` would say setting it takes (the Kconfig tree is opened only when one was dropped)."""
+    if not p.config.dropped or p.toolchain is None:
+        return p.config.dropped
+    tree = kconfig.open_tree(p.source, p.profile, p.toolchain)
+    tree.load_text(p.config.text, p.spec.name)
+    return [d | {"why": explain.why(tree, d["option"], d["asked"])} for d in p.config.dropped]
+
+
 def _dropped_lines(dropped: list[dict[str, str]]) -> list[str]:
-    return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})" for d in dropped]
+    return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})"
+            + (f": {d['why']}" if d.get("why") else "") for d in dropped]
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     p = lab.prepare(_variant(args.variant, args))
-    for line in _dropped_lines(p.config.dropped):
+    for line in _dropped_lines(_dropped(p)):
         _log(line)
     b = lab.ensure_built(p, _store(args), log=_log, cold=args.cold)
     d = b.to_dict() | {"variant": p.spec.name, "dropped_options": p.config.dropped}
@@ -221,21 +259,29 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         return 0
     # The same warnings compare gives: a base file olddefconfig rewrote is not "kept".
     warnings = base_file_warnings(p.source, p.profile, p.toolchain, p.spec.base)
+    dropped = _dropped(p)
     d = {"variant": p.spec.name, "source_version": p.source.version, "config_hash": p.config.hash,
-         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": p.config.dropped,
+         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": dropped,
          "base_warnings": warnings}
     if args.format == "json":
         sys.stdout.write(_json(d))
     else:
         lines = [f"{p.spec.name}: Linux {p.source.version}, config {p.config.hash[:12]}"]
-        lines += [f"  {line}" for line in _dropped_lines(p.config.dropped) + [f"warning: {w}" for w in warnings]]
+        lines += [f"  {line}" for line in _dropped_lines(dropped) + [f"warning: {w}" for w in warnings]]
         lines += [] if len(lines) > 1 else ["  every request kept"]
         sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
 
-_RUN_COLUMNS = ("id", "started", "name", "arch", "version", "mode", "target", "label", "status", "samples",
-                "reason")
+# `runs`' columns: the table's headers are the JSON and CSV keys, in this order, each from the
+# store's column of the same meaning. The runs one kernellab command measured share a group
+# (the first of them): a blank line between groups in the table, the key "group" elsewhere.
+_RUN_COLUMNS = {"run": "id", "started": "started", "variant": "name", "arch": "arch", "kernel": "version",
+                "mode": "mode", "target": "target", "machine": "label", "status": "status",
+                "samples": "samples", "reason": "reason", "group": "command_run"}
+_RUN_NUMBERS = ("run", "samples", "group")
+# The widest a table's cell gets, so that a row fits a terminal; JSON and CSV keep it whole.
+_RUN_WIDEST = {"variant": 24, "kernel": 16, "target": 24, "machine": 28}
 
 
 def _run_text(value: Any, fmt: str) -> str | None:
@@ -247,34 +293,61 @@ def _run_text(value: Any, fmt: str) -> str | None:
     return text if fmt == "json" else printable(text)
 
 
+def _store_to_read(args: argparse.Namespace) -> Store | None:
+    """The store of a command that only reads it (runs, log, cache): None where the default
+    store is not made yet. A --store that does not exist is refused: opening it would make an
+    empty store, which a mistyped path would then read as "nothing measured"."""
+    if args.store and not Path(args.store).exists():
+        raise LabError(f"no store at {args.store}: give an existing store, or make one there by measuring "
+                       f"(kernellab compare ... --store {shlex.quote(args.store)})")
+    return _store_if_any(args)
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store_to_read(args)
     rows: list[dict[str, Any]] = []
-    for found in store.runs(args.limit):   # the store refuses a run whose start is not a time
-        row = {k: found[k] if k in ("id", "samples") else _run_text(found[k], args.format) for k in _RUN_COLUMNS}
+    for found in store.runs(args.limit) if store else []:   # the store refuses a run whose start is not a time
+        row = {key: found[column] if key in _RUN_NUMBERS else _run_text(found[column], args.format)
+               for key, column in _RUN_COLUMNS.items()}
         row["started"] = datetime.datetime.fromtimestamp(found["started"]).strftime("%Y-%m-%d %H:%M:%S")
         rows.append(row)
     if args.format == "json":
         sys.stdout.write(_json(rows))
     elif args.format == "csv":
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=_RUN_COLUMNS)
+        writer = csv.DictWriter(out, fieldnames=list(_RUN_COLUMNS))
         writer.writeheader()
         writer.writerows(rows)
         sys.stdout.write(out.getvalue())
     elif not rows:
-        print(f"no runs in {store.path}")
+        print(f"no runs in {store.path if store else paths.default_store()}")
     else:
-        print(f"{'run':>5}  {'started':19}  {'variant':16} {'arch':7} {'kernel':10} "
-              f"{'mode':6} {'target':20} {'status':13} samples  reason")
-        for r in rows:
-            print(f"{r['id']:>5}  {r['started']}  {r['name'][:16]:16} {r['arch']:7} {r['version'][:10]:10} "
-                  f"{r['mode']:6} {r['label'][:20]:20} {r['status']:13} {r['samples']:>7}  {r['reason'] or ''}")
+        print("\n".join(_runs_table(rows)))
     return 0
 
 
+def _runs_table(rows: list[dict[str, Any]]) -> list[str]:
+    """`runs` as a table: columns two spaces apart, each as wide as its widest cell (up to
+    _RUN_WIDEST), the runs of one kernellab command together, a blank line between commands."""
+    shown = [key for key in _RUN_COLUMNS if key != "group"]
+    cells = [{key: str(r[key] if r[key] is not None else "")[:_RUN_WIDEST.get(key)] for key in shown} for r in rows]
+    width = {key: max(len(key), *(len(c[key]) for c in cells)) for key in shown[:-1]}   # the reason: as long as it is
+
+    def line(values: dict[str, str]) -> str:
+        return "  ".join(values[k].rjust(width[k]) if k in _RUN_NUMBERS else values[k].ljust(width.get(k, 0))
+                         for k in shown).rstrip()
+
+    lines = [line({key: key for key in shown})]
+    for i, (r, c) in enumerate(zip(rows, cells, strict=True)):
+        if i and r["group"] != rows[i - 1]["group"]:
+            lines.append("")
+        lines.append(line(c))
+    return lines
+
+
 def cmd_log(args: argparse.Namespace) -> int:
-    text = _store(args).run_log(args.run_id)
+    store = _store_to_read(args)
+    text = store.run_log(args.run_id) if store else None
     if text is None:
         raise LabError(f"no console log for run {args.run_id}: see `kernellab runs`")
     sys.stdout.write(printable(text))   # what the guest printed, escape sequences shown, not obeyed
@@ -324,10 +397,19 @@ def _running(path: str, args: argparse.Namespace) -> str:
                                                  accept_new_host_key=args.accept_new_host_key)))
 
 
+def _config_arg(text: str, args: argparse.Namespace) -> diff.ConfigArg:
+    """A config of `config diff` and `config explain`: a .config file, `running` (the config
+    of the kernel --target runs), or a variant as compare takes it (lab-minimal,
+    debug=lab-minimal+debug-kernel), resolved as `resolve` resolves it."""
+    if text == lab.RUNNING or datafile.is_file(Path(text), "config"):
+        return diff.ConfigArg(_running(text, args))
+    return diff.ConfigArg(text, lab.prepare(_variant(text, args)).config.text)
+
+
 def cmd_config_diff(args: argparse.Namespace) -> int:
-    args.a, args.b = _running(args.a, args), _running(args.b, args)
-    tree = _kconfig_tree(args, args.a, args.b)
-    result, warnings = diff.diff(tree, args.a, args.b, derived=args.all)
+    a, b = _config_arg(args.a, args), _config_arg(args.b, args)
+    tree = _kconfig_tree(args)
+    result, warnings = diff.diff(tree, a, b, derived=args.all)
     _warn(warnings)
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
                      else configdiff.render_table(result))
@@ -335,8 +417,9 @@ def cmd_config_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_config_explain(args: argparse.Namespace) -> int:
-    tree = _kconfig_tree(args, args.config)
-    _warn(tree.load(args.config) if args.config else tree.load_defconfig())
+    config = _config_arg(args.config, args) if args.config else None
+    tree = _kconfig_tree(args)
+    _warn(config.load_into(tree) if config else tree.load_defconfig())
     result = explain.explain(tree, args.symbol)
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
                      else explanation.render(result))
@@ -346,12 +429,15 @@ def cmd_config_explain(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     args.config = _running(args.config, args)
     args.config, args.source = prebuilt.config_argument(args.config, args.source)
+    only = auditreport.parse_only(args.only) if args.only else None
+    fmt = _output_format(kinds.get("audit"), args.format, args.output)
     tree = _kconfig_tree(args, args.config)
     _warn(tree.load(args.config))
-    report = audit.audit(tree, rules_for(args.profile), args.profile)
+    profile, why = (args.profile, "given with --profile") if args.profile else audit.choose_profile(tree)
+    report = audit.audit(tree, rules_for(profile), profile)
+    text = datafile.read_text(Path(args.config), "config")
     measured = None
     if args.measure:
-        text = datafile.read_text(Path(args.config), "config")
         measured = audit_measure.measure(_store(args), report, audit.applicable(tree, report), args.config, text,
                                          args.source or DEFAULT_SOURCE, args.arch or DEFAULT_ARCH,
                                          modes.get(args.mode), args.runs, log=_log,
@@ -362,8 +448,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
-    _output(kinds.get("audit").render(auditreport.body(report, measured), args.format), None)
+    document = auditreport.body(report, measured, profile_reason=why, only=only, config_text=text)
+    # A terminal shows the verdicts' colours; a file (-o) or a pipe gets plain text.
+    screen = Screen() if args.output else Screen.of(sys.stdout)
+    _output(kinds.get("audit").render(document, fmt, kinds.View(screen=screen)), args.output)
     return 0
+
+
+# A file's extension says the format -o writes when --format does not.
+_EXTENSION_FORMATS = {".json": "json", ".html": "html", ".htm": "html", ".txt": "table"}
+
+
+def _output_format(kind: kinds.Kind, given: str | None, path: str | None) -> str:
+    """The format to write: --format's, else the one -o's extension names, else the kind's
+    first; a LabError where they disagree or the extension names none the kind writes."""
+    suffix = Path(path).suffix.lower() if path else ""
+    implied = _EXTENSION_FORMATS.get(suffix)
+    if suffix and implied is None and given is None:
+        raise LabError(f"{path}: say the format with --format ({', '.join(kind.formats)}); "
+                       f"-o takes it from {', '.join(_EXTENSION_FORMATS)}")
+    if given and implied and given != implied:
+        raise LabError(f"{path} names {implied}, but --format is {given}: drop one of them, or rename the file")
+    fmt = given or implied or kind.formats[0]
+    kind.check_format(fmt)
+    return fmt
 
 
 def _metrics(text: str, given: tuple[workloads.Instance, ...] = ()) -> list[str]:
@@ -371,13 +479,13 @@ def _metrics(text: str, given: tuple[workloads.Instance, ...] = ()) -> list[str]
     first: compare.resolve_workloads)."""
     metrics = [m.strip() for m in text.split(",") if m.strip()]
     if not metrics:
-        raise LabError("--metric needs at least one metric name (see src/kernellab/metrics/metrics.toml)")
+        raise LabError("--metric needs at least one metric name (`kernellab metrics` lists them)")
     # The probes' own check, made before any variant is resolved: a typo costs no `make`.
     from .metrics.catalog import check_known
     try:
-        check_known(metrics)
+        check_known(metrics, nor="a metric of a --workload given")
     except LabError as exc:
-        raise LabError(f"--metric: {exc}, nor a metric of a --workload given") from None
+        raise LabError(f"--metric: {exc}") from None
     return probe.check_workload_metrics(metrics, given, "--metric")
 
 
@@ -448,6 +556,19 @@ def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> model.Noi
     return model.NoiseFloor()
 
 
+def _threshold(args: argparse.Namespace, placement: Placement, good: VariantSpec, metric: str) -> float:
+    """--threshold, else the noise floor measured for GOOD's kernels, else 2%."""
+    if args.threshold is not None:
+        return float(args.threshold)
+    measured = floor.load_for(placement.prepare(good))
+    # The smallest change that is more than layout noise; 2% where nobody measured it.
+    threshold = max(measured.pct.get(metric, 0.0), MIN_THRESHOLD) if measured else DEFAULT_THRESHOLD
+    _log(f"threshold {threshold:.2f}% for {metric}: " + (f"its noise floor ({measured.measured})" if measured
+                                                         else "no noise floor measured for GOOD's kernels "
+                                                              "(kernellab noise-floor measures it)"))
+    return threshold
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before --metric's
     placement = _placement(args)
@@ -459,14 +580,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     good, bad = _variant(args.good, args), _variant(args.bad, args)
     for v in (good, bad):
         placement.adapt(v)
-    threshold = args.threshold
-    if threshold is None:
-        measured = floor.load_for(placement.prepare(good))
-        # The smallest change that is more than layout noise; 2% where nobody measured it.
-        threshold = max(measured.pct.get(metric, 0.0), MIN_THRESHOLD) if measured else DEFAULT_THRESHOLD
-        _log(f"threshold {threshold:.2f}%: " + (f"the noise floor of {metric} ({measured.measured})" if measured
-                                                else "no noise floor measured for GOOD's kernels "
-                                                     "(kernellab noise-floor measures it)"))
+    threshold = _threshold(args, placement, good, metric)
     with _cluster(args) as cluster:
         bisector = Bisector.for_variants(store, good, bad, metric,
                                          modes.get(args.mode or placement.default_mode()), threshold,
@@ -474,6 +588,29 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                                          workloads=run_workloads)
         result = bisector.run().to_dict()
     _output(kinds.get("bisect").render(result, args.format), None)
+    return 0
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before --metric's
+    placement = _placement(args)
+    metrics = list(dict.fromkeys(m for text in args.metric for m in _metrics(text, run_workloads)))
+    if args.source_range and args.sources:
+        raise LabError("give --source-range or --sources, not both")
+    a_source, b_source = (commits.parse_range(args.source_range) if args.source_range
+                          else args.sources or (args.source or DEFAULT_SOURCE,) * 2)
+    a = parse_short(args.a, a_source, args.arch or DEFAULT_ARCH)
+    b = parse_short(args.b, b_source, args.arch or DEFAULT_ARCH)
+    for v in (a, b):
+        placement.adapt(v)
+    checked = why.check(a, b, metrics, placement)   # bad input: one line, before any build
+    store = _store(args)
+    mode = modes.get(args.mode or placement.default_mode())
+    with _cluster(args) as cluster:
+        ask = why.Ask(a, b, metrics, mode, {m: _threshold(args, placement, a, m) for m in metrics}, args.max_runs,
+                      placement, cluster, run_workloads)
+        result = why.Why(store, ask, checked, log=_log).run()
+    _output(kinds.get("why").render(result, args.format), args.output)
     return 0
 
 
@@ -538,7 +675,7 @@ def _store_if_any(args: argparse.Namespace) -> Store | None:
 
 
 def cmd_cache_show(args: argparse.Namespace) -> int:
-    found = cache.entries(_store_if_any(args), args.recent)
+    found = cache.entries(_store_to_read(args), args.recent)
     kinds = cache.summary(found)
     if args.format == "json":
         sys.stdout.write(_json({"root": str(paths.cache_root()), "kinds": [k.to_dict() for k in kinds],
@@ -552,7 +689,7 @@ def cmd_cache_show(args: argparse.Namespace) -> int:
     if args.all:
         for e in found:
             age = (time.time() - e.modified) / cache.DAY_S
-            used = f"used by run {', '.join(map(str, e.used_by[:3]))}" if e.used_by else "unused"
+            used = f"used by {cache.runs_text(e.used_by)}" if e.used_by else "unused"
             print(f"  {e.kind}/{e.path.name}: {cache.human(e.bytes)}, {age:.0f} day(s) old, {used}")
     print(f"used: entries a run among the store's {args.recent} most recent measured")
     return 0
@@ -562,7 +699,7 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
     # Identified, not prepared: pruning (and its dry run) installs, extracts and runs nothing.
     source_hashes = sources.identify(args.source) if args.source else None
     with paths.alone():
-        found = cache.entries(_store_if_any(args), args.recent)
+        found = cache.entries(_store_to_read(args), args.recent)
         picked = cache.select(found, args.older_than, source_hashes, args.unused)
         for e in picked:
             _log(f"{'would remove' if args.dry_run else 'removing'} {e.kind}/{e.path.name} ({cache.human(e.bytes)})")
@@ -590,6 +727,13 @@ def cmd_study_list(args: argparse.Namespace) -> int:
               f"  {r['expected_minutes']:>7}  {r['title']}")
     print("\nminutes: the full form, cold, on 2 cores; builds already in the cache cost nothing. "
           "`kernellab study run NAME --quick` runs the smallest meaningful form.")
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    compare.resolve_workloads(args.workload or [])   # registers their WORKLOAD.METRIC names
+    rows = metrics_view.rows()
+    sys.stdout.write(_json(rows) if args.format == "json" else "\n".join(metrics_view.lines(rows)) + "\n")
     return 0
 
 
@@ -716,19 +860,72 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    # From the parser itself, so completion never lags behind a new option.
+    # From the parser itself, so completion never lags behind a new option; the names a user
+    # types (metrics, studies, arches, workloads) from the data that defines them.
+    from .metrics.catalog import catalog
+    names = {"metric": list(catalog()), "fail_on": list(catalog()), "arch": arches.available(),
+             "study": sorted(study.packaged()), "workload": list(workloads.packaged())}
+    for action in _actions(parser()):
+        if action.dest in names:
+            action.complete = _words(action.dest, names[action.dest])  # type: ignore[attr-defined]  # shtab's
     sys.stdout.write(shtab.complete(parser(), shell=args.shell))
     return EXIT_OK
 
 
+def _actions(p: argparse.ArgumentParser) -> Iterator[argparse.Action]:
+    """Every argument of the parser and of its commands."""
+    for action in p._actions:
+        yield action
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+
+
+def _words(what: str, words: list[str]) -> dict[str, Any]:
+    """shtab's completion of an argument by a fixed list of words (names, no blanks)."""
+    function, listed = f"_kernellab_{what}_names", " ".join(words)
+    return {"bash": function, "zsh": f"({listed})",
+            "preamble": {"bash": f'{function}() {{\n  compgen -W "{listed}" -- "$1"\n}}'}}
+
+
 def cmd_man(args: argparse.Namespace) -> int:
-    page = Manpage(parser())
+    # --help's epilog (examples, exit codes) would be the page's COMMENTS: the page has
+    # sections of its own for them instead, so it is made from a copy without it.
+    top = copy.copy(parser())
+    top.epilog = None
+    page = Manpage(top)
     # The attributes argparse-manpage asks callers to set (its private _data is not for us).
     page.source = f"kernellab {__version__}"
     page.manual = "kernellab manual"
     page.description = "build, boot, measure and compare Linux kernel variants"
+    # In man-pages(7)'s order.
+    page.add_section("exit status", "=", _roff_list((str(code), meaning) for code, meaning in EXIT_MEANINGS))
+    page.add_section("environment", "=", _roff_list(ENVIRONMENT))
+    page.add_section("examples", "=", _roff_examples())
     sys.stdout.write(str(page) + "\n")
     return EXIT_OK
+
+
+def _roff(text: str) -> str:
+    """Text as roff prints it: a backslash and a minus sign escaped, a line that would read
+    as a request (a leading . or ') made text."""
+    text = text.replace("\\", "\\\\").replace("-", "\\-")
+    return "\\&" + text if text.startswith((".", "'")) else text
+
+
+def _roff_list(items: Iterable[tuple[str, str]]) -> str:
+    return "\n".join(f".TP\n.B {_roff(term)}\n{_roff(meaning)}" for term, meaning in items)
+
+
+def _roff_examples() -> str:
+    """Every command's examples, once each, kernellab's own first."""
+    blocks, seen = [], set()
+    for lines in EXAMPLES.values():
+        new = [line for line in lines if line not in seen]
+        seen.update(new)
+        if new:
+            blocks.append(".nf\n" + "\n".join(_roff(line) for line in new) + "\n.fi")
+    return "\n.PP\n".join(blocks)
 
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
@@ -820,9 +1017,9 @@ def _agent_metric(text: str) -> str:
     from .metrics.catalog import catalog
     known = sorted(m.name for m in catalog().values() if m.source == "agent")
     if text not in known:
-        close = difflib.get_close_matches(text, known, n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else "see src/kernellab/metrics/metrics.toml"
-        raise argparse.ArgumentTypeError(f"{text!r} is not a metric the agent runs: {hint}")
+        hint = did_you_mean(text, known)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a metric the agent runs: {hint + ' ' if hint else ''}"
+                                         "(`kernellab metrics` lists them, source agent)")
     return text
 
 
@@ -840,9 +1037,9 @@ def _rule(text: str) -> gate.Rule | str:
 
 def _workload_rule(text: str) -> gate.Rule:
     try:
-        return gate.parse_rule(text)
+        return gate.parse_rule(text, nor="a metric of a --workload given")
     except ValueError as exc:
-        raise LabError(f"--fail-on: {exc}, nor a metric of a --workload given") from None
+        raise LabError(f"--fail-on: {exc}") from None
 
 
 def _percent(text: str) -> float:
@@ -855,6 +1052,127 @@ def _percent(text: str) -> float:
     return value
 
 
+# Each command's examples, shown under its --help and in the man page's EXAMPLES: real
+# command lines, which tests/test_cli_help.py parses (a `#` starts a comment; the shell's
+# | and > end the command). "": kernellab's own --help.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "": ("kernellab compare base=lab-minimal hz=lab-minimal+CONFIG_HZ_1000=y   # two variants, one table",
+         "kernellab study run debug-cost --quick   # a seed study's smallest meaningful form",
+         "kernellab runs   # what was measured, newest first"),
+    "compare": ("kernellab compare   # the built-in default experiment",
+                "kernellab compare base=lab-minimal hz=lab-minimal+CONFIG_HZ_1000=y   # two variants, one table",
+                "kernellab compare -e my-experiment.toml --format json -o report.json --fail-on-regression 5"),
+    "build": ("kernellab build debug=lab-minimal+debug-kernel",
+              "kernellab build debug=lab-minimal+debug-kernel --cold   # timed from scratch, without ccache"),
+    "resolve": ("kernellab resolve 'x=lab-minimal+CONFIG_PROVE_LOCKING=y'   # what olddefconfig kept and dropped",
+                "kernellab resolve lab-minimal --print-config > lab-minimal.config"),
+    "runs": ("kernellab runs --limit 10",
+             "kernellab runs --format json --store ci.sqlite"),
+    "log": ("kernellab log 12   # run 12's console log (run ids: kernellab runs)",),
+    "doctor": ("kernellab doctor",),
+    "config": ("kernellab config diff /boot/config-6.1 my.config",
+               "kernellab config explain PROVE_LOCKING --config my.config"),
+    "config diff": ("kernellab config diff /boot/config-6.1 my.config   # differing options by menu",
+                    "kernellab config diff running my.config   # this machine's config against another"),
+    "config explain": ("kernellab config explain PROVE_LOCKING --config my.config",
+                       "kernellab config explain CONFIG_E1000   # in the arch's defconfig"),
+    "audit": ("kernellab audit my.config --profile throughput-server",
+              "kernellab audit running --target ssh://root@nas --profile storage",
+              "kernellab audit my.config --profile embedded-small --fragment tune.config"),
+    "sweep": ("kernellab sweep lab-minimal --toggle SLUB_DEBUG_ON,CRC64 --metric proc.fork_exit",
+              "kernellab sweep --from-diff lab-minimal debug=lab-minimal+debug-kernel --metric syscall.null"),
+    "bisect": ("kernellab bisect lab-minimal debug=lab-minimal+debug-kernel --metric proc.fork_exit",),
+    "why": ("kernellab why lab-minimal debug=lab-minimal+debug-kernel --metric syscall.null",),
+    "cite": ("kernellab cite results/debug-cost.json",
+             "kernellab cite results/costs.json --rule debug-list"),
+    "show": ("kernellab show report.json --format markdown",
+             "kernellab show report.json --fail-on-regression 5   # gate a report measured earlier"),
+    "noise-floor": ("kernellab noise-floor   # lab-minimal's floor, which compare, sweep and bisect then use",),
+    "study": ("kernellab study list",
+              "kernellab study run debug-cost --quick"),
+    "study list": ("kernellab study list",),
+    "metrics": ("kernellab metrics   # every metric's name, unit, group and where it comes from",
+                "kernellab metrics --workload hackbench --format json"),
+    "study run": ("kernellab study run debug-cost --quick",
+                  "kernellab study run pages --arch ppc460 --format markdown -o pages.md",
+                  "kernellab study run my-study.toml   # your own study file"),
+    "workload": ("kernellab workload list",
+                 "kernellab workload show fio:rw=write,bs=1M"),
+    "workload list": ("kernellab workload list",),
+    "workload show": ("kernellab workload show fio:rw=write,bs=1M",),
+    "workload check": ("kernellab workload check my-workload.toml",
+                       "kernellab workload check my-workload.toml --sample output.txt"),
+    "workload userland": ("kernellab workload userland fio redis --arch arm64",),
+    "workload crosscheck": ("kernellab workload crosscheck   # lab-minimal x86_64 under QEMU, icount",
+                            "kernellab workload crosscheck running --target local --runs 5"),
+    "cache": ("kernellab cache show",
+              "kernellab cache prune --unused --dry-run"),
+    "cache show": ("kernellab cache show --all",),
+    "cache prune": ("kernellab cache prune --unused --recent 20",
+                    "kernellab cache prune --older-than 30 --dry-run"),
+    "lava-job": ("kernellab lava-job lab-minimal --device-type bbb --artifact-url https://files/kl -o job.yaml",),
+    "size": ("kernellab size lab-minimal debug=lab-minimal+debug-kernel",
+             "kernellab size old/vmlinux new/vmlinux --format bloat-o-meter"),
+    "profile": ("kernellab profile lab-minimal debug=lab-minimal+debug-kernel --metric syscall.null",),
+    "completion": ("kernellab completion bash > ~/.local/share/bash-completion/completions/kernellab",
+                   "kernellab completion zsh > ~/.zfunc/_kernellab"),
+    "man": ("kernellab man | man -l -",),
+    "import-lava": ("kernellab import-lava log.yaml lab-minimal --device-type bbb   # the job's log, as a run",),
+}
+
+# What kernellab reads from the environment: the man page's ENVIRONMENT (tests/test_cli_help.py
+# checks that every variable the code reads is here).
+ENVIRONMENT = (
+    ("KERNELLAB_CACHE", "the cache directory: source trees, build trees, artifacts, ccache, and the default "
+                        "store, kernellab.sqlite (default: $XDG_CACHE_HOME/kernellab, ~/.cache/kernellab)"),
+    ("XDG_CACHE_HOME", "where the default cache directory is, when KERNELLAB_CACHE is not set"),
+    ("XDG_STATE_HOME", "where the per-user key that seals kernellab's cached Kconfig trees is kept "
+                       "(default ~/.local/state/kernellab)"),
+    ("CCACHE_MAXSIZE", "ccache's limit for the builds' compiler cache (default 5G)"),
+    ("KBUILD_*, KCONFIG_*, KERNELLAB_*", "passed on to make, which reads them: part of every resolved config's "
+                                         "cache key"),
+    ("COLUMNS", "the width help text and tables are fitted to (default: the terminal's)"),
+    ("NO_COLOR", "set: no colours on the terminal either"),
+    ("PATH", "where kernellab finds the programs it runs: make, the compilers, QEMU, ssh (kernellab doctor "
+             "lists them)"),
+    ("DASK_*", "Dask's configuration, for --workers and --cluster (TLS certificates: docs/dask.md)"),
+    ("KERNELLAB_FAULT_KILL_AT_SAMPLE", "kernellab's own fault tests only: kill the process at that sample"),
+)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, but a block of indented lines (an epilog's examples) is kept as written;
+    the rest is wrapped to the terminal as usual."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        blocks = []
+        for block in text.split("\n\n"):
+            lines = block.splitlines()
+            kept = any(line.startswith("  ") for line in lines)
+            blocks.append("\n".join(indent + line for line in lines) if kept
+                          else super()._fill_text(block, width, indent))
+        return "\n\n".join(blocks)
+
+
+def _subparsers(p: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every parser under `p` with its command path ("config diff"), `p` first as ""."""
+    yield path, p
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _subparsers(child, f"{path} {name}".strip())
+
+
+def _add_examples(top: argparse.ArgumentParser) -> None:
+    """Each command's EXAMPLES under its --help, before what its epilog already says."""
+    for path, p in _subparsers(top):
+        p.formatter_class = _HelpFormatter
+        lines = EXAMPLES.get(path)
+        if lines:
+            p.epilog = "\n\n".join(["examples:\n" + "\n".join(f"  {line}" for line in lines),
+                                    *([p.epilog] if p.epilog else [])])
+
+
 # Built once per process: it is data (parse_args changes nothing in it), and building it
 # takes about 30 ms, which every in-process main() of the tests paid again.
 @functools.cache
@@ -864,11 +1182,15 @@ def parser() -> argparse.ArgumentParser:
                                   epilog=EXIT_CODES)
     top.add_argument("--version", action="version", version=f"kernellab {__version__}")
     store_help = "SQLite store (default: kernellab.sqlite in the cache directory)"
+    one_variant = "NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+sysctl:KEY=VALUE, as for compare (a base alone: lab-minimal)"
     top.add_argument("--store", type=_given, default=None, help=store_help)
     # Accepted after the command too; SUPPRESS keeps the subcommand from overwriting a --store given before it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", type=_given, default=argparse.SUPPRESS, help=store_help)
-    sub = top.add_subparsers(dest="command", required=True)
+    # Not required: `kernellab` alone prints this help (_main), not argparse's one-line error.
+    sub = top.add_subparsers(dest="command", metavar="COMMAND",
+                             help="what to do (`kernellab COMMAND --help`: its options and examples)")
+    top.set_defaults(func=None, help_of=top)
 
     def command(name: str, help: str, func: Callable[[argparse.Namespace], int],
                 parent: argparse._SubParsersAction[argparse.ArgumentParser] = sub) -> argparse.ArgumentParser:
@@ -946,6 +1268,11 @@ def parser() -> argparse.ArgumentParser:
                        help="exit 3 when any metric gets worse by more than PCT %% in any variant")
         floor_opt(p)
 
+    def verbose_opt(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--verbose", "-v", action="store_true",
+                       help="a compare table's whole header on a terminal: how each variant was built and booted, "
+                            "CPU flaws, the statistics (a file, -o or a pipe, always has it)")
+
     wall = modes.get("wall")
     c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)",
                 cmd_compare)
@@ -967,37 +1294,42 @@ def parser() -> argparse.ArgumentParser:
     cluster_opts(c)
     format_opt(c, *kinds.get("compare").formats)   # each kind of result's formats: report/kinds.py
     c.add_argument("--all", action="store_true", help="show every metric, all of /proc/meminfo included")
+    verbose_opt(c)
     c.add_argument("--output", "-o", help="write the report to a file")
     gate_opts(c)
 
     b = command("build", "resolve and build one variant", cmd_build)
-    b.add_argument("variant")
+    b.add_argument("variant", help=one_variant)
     b.add_argument("--cold", action="store_true",
                    help="time a build from scratch: an emptied build tree, no ccache (again if cached otherwise)")
     variant_opts(b)
     format_opt(b, "table", "json")
 
     r = command("resolve", "resolve one variant's config and show what olddefconfig dropped", cmd_resolve)
-    r.add_argument("variant")
+    r.add_argument("variant", help=one_variant)
     r.add_argument("--print-config", action="store_true", help="print the resolved .config")
     variant_opts(r)
     format_opt(r, "table", "json")
 
-    runs = command("runs", "list past runs", cmd_runs)
-    runs.add_argument("--limit", type=_row_count, default=50)
+    runs = command("runs", "list past runs, newest first, the runs of one kernellab command together", cmd_runs)
+    runs.add_argument("--limit", type=_row_count, default=50, metavar="N", help="the N latest runs (default 50)")
     format_opt(runs, "table", "json", "csv")
 
     lg = command("log", "print the console log of a run", cmd_log)
-    lg.add_argument("run_id", type=_row_count)
+    lg.add_argument("run_id", type=_row_count, metavar="RUN", help="the run's number, as `kernellab runs` lists it")
 
     d = command("doctor", "check the external tools kernellab uses", cmd_doctor)
     format_opt(d, "table", "json")
 
     cfg = sub.add_parser("config", help="compare configs and explain options, with the Kconfig of the tree")
-    cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
-    cd = command("diff", "options that differ between two .config files, by menu", cmd_config_diff, cfg_sub)
-    cd.add_argument("a", help="a .config, or `running` (the config of the kernel --target runs)")
-    cd.add_argument("b", help="another .config, or `running`")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="COMMAND",
+                                 help="`kernellab config COMMAND --help`: its options and examples")
+    cfg.set_defaults(help_of=cfg)
+    cd = command("diff", "options that differ between two configs (.config files or variants), by menu",
+                 cmd_config_diff, cfg_sub)
+    cd.add_argument("a", help="a .config, `running` (the config of the kernel --target runs) or a variant as "
+                              "compare takes it (lab-minimal, debug=lab-minimal+debug-kernel), resolved")
+    cd.add_argument("b", help="another .config, `running` or variant")
     machine_opts(cd, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     cd.add_argument("--all", action="store_true", help="also show differing options without a prompt")
     format_opt(cd, "table", "json")
@@ -1005,7 +1337,9 @@ def parser() -> argparse.ArgumentParser:
     ce = command("explain", "an option's value and why: dependencies, selects, what setting it takes",
                  cmd_config_explain, cfg_sub)
     ce.add_argument("symbol", help="option name, with or without CONFIG_")
-    ce.add_argument("--config", help="a .config (default: the arch's defconfig)")
+    ce.add_argument("--config", help="a .config, `running` or a variant as compare takes it (lab-minimal, "
+                                     "debug=lab-minimal+debug-kernel), resolved (default: the arch's defconfig)")
+    machine_opts(ce, "whose running kernel `running` means: local (default: this machine) or ssh://...")
     format_opt(ce, "table", "json")
     variant_opts(ce)
 
@@ -1013,8 +1347,15 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("config", help="a .config, `running` (the config of the kernel --target runs) or a "
                                    "prebuilt image (debian-image:6.12-cloud: its own config)")
     machine_opts(a, "whose running kernel `running` means: local (default: this machine) or ssh://...")
-    a.add_argument("--profile", required=True, choices=PROFILES)
-    format_opt(a, "table", "json", "html")
+    a.add_argument("--profile", choices=PROFILES,
+                   help="the workload to audit for (default: the one the config asks for: PREEMPT_RT=y latency, "
+                        "CC_OPTIMIZE_FOR_SIZE=y embedded-small; else it must be given)")
+    a.add_argument("--only", metavar="VERDICTS",
+                   help="show only the rules with these verdicts, comma-separated: change, boot, ok, n/a "
+                        "(e.g. --only change,boot: what to act on); the counts stay those of every rule")
+    a.add_argument("--format", choices=kinds.get("audit").formats, default=None,
+                   help="output format (default: from -o's extension, .json, .html or .txt; else table)")
+    a.add_argument("--output", "-o", help="write the audit to a file")
     a.add_argument("--fragment", help="write a config fragment applying the recommended changes")
     a.add_argument("--measure", action="store_true",
                    help="build and boot the config with all recommendations applied and with each rule "
@@ -1039,8 +1380,8 @@ def parser() -> argparse.ArgumentParser:
     cluster_opts(sw)
 
     bi = command("bisect", "name the options that make BAD differ from GOOD on a metric", cmd_bisect)
-    bi.add_argument("good")
-    bi.add_argument("bad")
+    bi.add_argument("good", help="the variant with the metric's good value, as compare takes it")
+    bi.add_argument("bad", help="the variant with the bad value: its options that differ from GOOD's are bisected")
     metric_opt(bi, "the metric, e.g. proc.fork_exit, or a --workload's: hackbench.process_socket_time")
     workload_opt(bi, ", which --metric may name")
     bi.add_argument("--threshold", type=_positive, default=None,
@@ -1055,6 +1396,31 @@ def parser() -> argparse.ArgumentParser:
     target_opts(bi, accel="tcg")
     cluster_opts(bi)
 
+    wy = command("why", "why B is worse than A on a metric: the change split into code, toolchain, configuration "
+                 "and boot words, down to the commits and options, with their shares", cmd_why)
+    wy.add_argument("a", help="the good kernel: NAME=BASE+FRAGMENT+CONFIG_X=y+boot:ARG+cc:TOOLCHAIN ...")
+    wy.add_argument("b", help="the bad kernel, in the same syntax")
+    wy.add_argument("--metric", action="append", required=True,
+                    help="the metric to explain, e.g. syscall.null (repeatable, or comma-separated)")
+    wy.add_argument("--source-range", metavar="git:PATH@GOOD..BAD",
+                    help="A is built from GOOD, B from BAD: the code part is bisected over the first-parent commits "
+                         "between them")
+    wy.add_argument("--sources", nargs=2, metavar=("A_SOURCE", "B_SOURCE"),
+                    help="A's and B's kernel sources (refs of one git repository: its commits are bisected)")
+    workload_opt(wy, ", which --metric may name")
+    wy.add_argument("--threshold", type=_positive, default=None,
+                    help="smallest change that counts, in %% (default: the metric's noise floor where measured, "
+                         f"else {DEFAULT_THRESHOLD:g})")
+    mode_opt(wy, None)
+    wy.add_argument("--max-runs", type=_run_count, default=WALL_MAX_RUNS,
+                    help=f"wall mode: at most this many boots of a probe while its verdict is not yet known "
+                         f"(default {WALL_MAX_RUNS})")
+    format_opt(wy, *kinds.get("why").formats)
+    wy.add_argument("--output", "-o", help="write the answer to a file")
+    variant_opts(wy)
+    target_opts(wy, accel="tcg")
+    cluster_opts(wy)
+
     ci = command("cite", "the [[rule.evidence]] block each rule can cite from a results file "
                  "(study run --format results), to paste into the rule files", cmd_cite)
     ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
@@ -1064,9 +1430,11 @@ def parser() -> argparse.ArgumentParser:
 
     sh = command("show", "render any result kernellab wrote as JSON (compare, study run, sweep, bisect, audit, "
                  "noise-floor, size, profile: --format json; a results file: study run --format results)", cmd_show)
-    sh.add_argument("report")
+    sh.add_argument("report", help="a JSON file kernellab wrote (--format json, or study run --format results)")
     format_opt(sh, *kinds.formats())
-    sh.add_argument("--all", action="store_true")
+    sh.add_argument("--all", action="store_true", help="a compare report: show every metric, all of "
+                    "/proc/meminfo included")
+    verbose_opt(sh)
     sh.add_argument("--output", "-o", help="write the rendering to a file")
     gate_opts(sh)
 
@@ -1082,7 +1450,9 @@ def parser() -> argparse.ArgumentParser:
     target_opts(nf, accel="tcg")
 
     st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
-    st_sub = st.add_subparsers(dest="study_command", required=True)
+    st_sub = st.add_subparsers(dest="study_command", metavar="COMMAND",
+                               help="`kernellab study COMMAND --help`: its options and examples")
+    st.set_defaults(help_of=st)
     sl = command("list", "the studies kernellab ships: what each redoes, its arches, builds and time", cmd_study_list,
                  st_sub)
     format_opt(sl, "table", "json")
@@ -1112,9 +1482,17 @@ def parser() -> argparse.ArgumentParser:
     format_opt(sr, *studyreport.STUDY.formats)
     sr.add_argument("--output", "-o", help="write the report to a file")
 
+    me = command("metrics", "every metric: its label, unit, group, who measures it and in which timing modes it "
+                 "means something (the names --fail-on, --metric and study files take)", cmd_metrics)
+    me.add_argument("--workload", action="append", metavar="SPEC",
+                    help="list this workload's metrics too (WORKLOAD.METRIC), as --workload names it (repeatable)")
+    format_opt(me, "table", "json")
+
     wl = sub.add_parser("workload", help="real programs as data files (fio, redis, your own): list, show, check, "
                                          "userland")
-    wl_sub = wl.add_subparsers(dest="workload_command", required=True)
+    wl_sub = wl.add_subparsers(dest="workload_command", metavar="COMMAND",
+                               help="`kernellab workload COMMAND --help`: its options and examples")
+    wl.set_defaults(help_of=wl)
     wll = command("list", "the workloads kernellab ships: fixed work or timed, packages, what each runs",
                   cmd_workload_list, wl_sub)
     format_opt(wll, "table", "json")
@@ -1154,7 +1532,9 @@ def parser() -> argparse.ArgumentParser:
 
     ca = sub.add_parser("cache", help="what kernellab's cache holds (sources, build trees, artifacts, images) "
                                       "and pruning it")
-    ca_sub = ca.add_subparsers(dest="cache_command", required=True)
+    ca_sub = ca.add_subparsers(dest="cache_command", metavar="COMMAND",
+                               help="`kernellab cache COMMAND --help`: its options and examples")
+    ca.set_defaults(help_of=ca)
     cs = command("show", "each part of the cache: entries, size, how many the store's recent runs used",
                  cmd_cache_show, ca_sub)
     cs.add_argument("--all", action="store_true", help="list every entry, not only the totals per kind")
@@ -1171,7 +1551,7 @@ def parser() -> argparse.ArgumentParser:
 
     lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
                  cmd_lava_job)
-    lj.add_argument("variant")
+    lj.add_argument("variant", help="the variant to boot, as compare takes it")
     lj.add_argument("--device-type", required=True, help="the lab's device type to run on")
     lj.add_argument("--artifact-url", required=True,
                     help="the URL of the directory the lab downloads the kernel image and the initramfs from")
@@ -1209,7 +1589,7 @@ def parser() -> argparse.ArgumentParser:
 
     comp = command("completion", "print a shell completion script: "
                    "`source <(kernellab completion bash)`, or save it where your shell looks", cmd_completion)
-    comp.add_argument("shell", choices=("bash", "zsh"))
+    comp.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
     command("man", "print the manual page: `kernellab man | man -l -`", cmd_man)
 
     il = command("import-lava", "store the agent's records from a LAVA job log as a run of the variant",
@@ -1219,13 +1599,8 @@ def parser() -> argparse.ArgumentParser:
     il.add_argument("--device-type", required=True, help="the lab's device type the job ran on")
     il.add_argument("--job-id", help="the job's number (default: from the log's dispatcher paths)")
     variant_opts(il)
+    _add_examples(top)
     return top
-
-
-# A reader that went away (`kernellab runs | head -1`) ends kernellab as it ends any Unix
-# tool, by SIGPIPE, which a shell reports as 128 + 13: quietly, and under `set -o pipefail`
-# a failure as with any other tool, so that a gate whose report was cut off never reads as 0.
-EXIT_READER_GONE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1265,6 +1640,9 @@ def _main(argv: list[str] | None) -> int:
         print("kernellab: error: an argument holds a NUL character: remove it", file=sys.stderr)
         return EXIT_USAGE
     args = parser().parse_args(argv)
+    if args.func is None:   # no command (`kernellab`, `kernellab config`): the help; nothing was done
+        args.help_of.print_help()
+        return EXIT_USAGE
     stop_on_signals()
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import LabError
-from .metrics.catalog import catalog
+from .metrics.catalog import catalog, unknown_metric
 from .report.conclusion import pct_text, verdict_of
 from .report.model import DIFFERENCE, NOT_COMPARED
 
@@ -45,13 +45,14 @@ class Rule:
         return direction == "worse" and abs(pct) > self.pct
 
 
-def parse_rule(text: str) -> Rule:
-    """A --fail-on value; ValueError with what to write instead."""
+def parse_rule(text: str, nor: str = "") -> Rule:
+    """A --fail-on value; ValueError with what to write instead (`nor`: where else an
+    unknown metric was looked for, as catalog.unknown_metric says it)."""
     m = _RULE.fullmatch(text)
     if m is None:
         raise ValueError(f"{text!r} is not METRIC:+PCT, METRIC:-PCT or METRIC:PCT (e.g. proc.fork_exit:+5)")
     if m["metric"] not in catalog():
-        raise ValueError(f"unknown metric {m['metric']!r} (see src/kernellab/metrics/metrics.toml)")
+        raise ValueError(unknown_metric(m["metric"], nor))
     return Rule(text, m["metric"], m["sign"], float(m["pct"]))
 
 

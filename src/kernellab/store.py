@@ -379,7 +379,10 @@ class Store:
             # target_info that is not JSON (edited) is no label, rather than an SQL error
             " coalesce(CASE WHEN json_valid(r.target_info) THEN json_extract(r.target_info, '$.label') END,"
             " r.target) AS label, v.name,"
-            " v.arch, s.version, (SELECT count(*) FROM samples WHERE run_id=r.id) AS samples"
+            " v.arch, s.version, (SELECT count(*) FROM samples WHERE run_id=r.id) AS samples,"
+            # The first run of the kernellab command that measured it (its owner): NULL for a
+            # run of a store older than owners (schema 3).
+            " (SELECT min(o.id) FROM runs o WHERE o.owner = r.owner) AS command_run"
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (min(limit, _MAX_SQL_INT),))
         for row in rows:

@@ -77,7 +77,7 @@ class FakeLab:
 
 # The commands that build a kernel: given the fake tree, never Debian's (a real build: minutes).
 SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "noise-floor", "audit",
-                   "workload crosscheck")
+                   "workload crosscheck", "why")
 
 
 def patch_arches(binary: str) -> None:

@@ -12,9 +12,18 @@ Each option a rule names for the profile gets a verdict:
           way gives up a value that a rule outranking this one holds (`outranks` in the
           rule files: a latency kernel keeps PREEMPT_RT=y, which transparent huge pages
           would need off).
-A rule is `change` when any of its options is, else `boot`, else `ok` when one is ok, else `n/a`
-(rules name options of several kernel versions, e.g. PAGE_TABLE_ISOLATION and its
-6.9 name MITIGATION_PAGE_TABLE_ISOLATION, so one n/a option is expected).
+A rule is `change` when any of its options is, else `boot`, else `ok` when one is ok, else `n/a`.
+
+A rule names the options of every kernel and arch it speaks of (PAGE_TABLE_ISOLATION, and
+MITIGATION_PAGE_TABLE_ISOLATION, its name since 6.9): the audit checks those this kernel
+defines for this arch, once each, and leaves the other names out (`AuditReport.left_out`).
+Only a rule none of whose options this kernel defines is n/a for not having them.
+
+Rules are counted, never options: `AuditReport.totals` is the one count every view shows.
+
+Without --profile the config chooses (`choose_profile`): PREEMPT_RT=y is a real-time kernel
+(latency), CC_OPTIMIZE_FOR_SIZE=y one built for size (embedded-small); a config that says
+neither is refused with the profiles to choose from.
 
 The fragment (`fragment`) holds the changes as assignments, and only those that survive
 `make olddefconfig` together: it is checked by resolving it with kconfiglib, whose
@@ -31,12 +40,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..knowledge import Rule
+from ..errors import LabError
+from ..knowledge import PROFILES, Rule
 from .dotconfig import Setting
 from .kconfig import KconfigTree
 from .planner import Need, plan, same_value
 
 VERDICTS = ("ok", "boot", "change", "n/a")
+# A rule's verdict from its options': the first of these that one of them has.
+_RULE_VERDICT_ORDER = ("change", "boot", "ok", "n/a")
+# What a config says of its workload, first match wins: (option, value, profile, what it makes).
+PROFILE_SIGNS = (("CONFIG_PREEMPT_RT", "y", "latency", "a real-time kernel"),
+                 ("CONFIG_CC_OPTIMIZE_FOR_SIZE", "y", "embedded-small", "a kernel built for size"))
 # How the planner writes a need on one symbol: NAME=value, then maybe why in parentheses.
 _SYMBOL_NEED = re.compile(r'(?P<name>[A-Za-z0-9_]+)=(?P<value>"(?:[^"\\]|\\.)*"|\S+)(?: \(.*\))?', re.S)
 
@@ -74,26 +89,35 @@ class Finding:
                 "metric": self.rule.metric, "expected_change": self.rule.expected_change}
 
 
+@dataclass(frozen=True)
+class Kernel:
+    """The kernel whose Kconfig the audit answered in."""
+    source: str           # as asked: "debian:6.1", a path
+    source_version: str   # make kernelversion
+    arch: str
+
+
 @dataclass
 class AuditReport:
     config: str
     profile: str
     where: str
     findings: list[Finding]
+    kernel: Kernel
+    # rule id -> the options it names that this kernel does not define for this arch, left
+    # out as other kernels' names: the rule has options this one defines
+    left_out: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def rule_verdicts(self) -> dict[str, tuple[Rule, str]]:
         by_rule: dict[str, list[Finding]] = {}
         for f in self.findings:
             by_rule.setdefault(f.rule.id, []).append(f)
-        out: dict[str, tuple[Rule, str]] = {}
-        for rule_id, findings in by_rule.items():
-            verdicts = {f.verdict for f in findings}
-            verdict = next(v for v in ("change", "boot", "ok", "n/a") if v in verdicts)
-            out[rule_id] = (findings[0].rule, verdict)
-        return out
+        return {rule_id: (findings[0].rule, rule_verdict({f.verdict for f in findings}))
+                for rule_id, findings in by_rule.items()}
 
     def totals(self) -> dict[str, Counter[str]]:
-        """Rule verdicts per rule category, plus "total"."""
+        """Rule verdicts per rule category, plus "total": the audit's one count (rules,
+        not options), which every view shows."""
         out: dict[str, Counter[str]] = {}
         for rule, verdict in self.rule_verdicts().values():
             out.setdefault(rule.category, Counter())[verdict] += 1
@@ -102,19 +126,48 @@ class AuditReport:
         return out
 
     def to_json(self) -> list[dict[str, Any]]:
-        return [f.to_dict() for f in self.findings]
+        """One row per option checked, each with its rule's verdict."""
+        verdicts = self.rule_verdicts()
+        return [f.to_dict() | {"rule_verdict": verdicts[f.rule.id][1]} for f in self.findings]
+
+
+def rule_verdict(option_verdicts: set[str]) -> str:
+    """A rule's verdict: change when any of its options is, else boot, else ok when one is, else n/a."""
+    return next(v for v in _RULE_VERDICT_ORDER if v in option_verdicts)
+
+
+def choose_profile(tree: KconfigTree) -> tuple[str, str]:
+    """The profile the config loaded in `tree` asks for (PROFILE_SIGNS) and why, in words;
+    a LabError listing the profiles when it asks for none."""
+    for option, value, profile, what in PROFILE_SIGNS:
+        if _holds(tree, option, value):
+            return profile, f"chosen because the config sets {option}={value}: {what}"
+    signs = " nor ".join(f"{o.removeprefix('CONFIG_')}={v} ({what}: {p})" for o, v, p, what in PROFILE_SIGNS)
+    raise LabError(f"{tree.loaded} does not say which workload it is for, as it sets neither {signs}: "
+                   f"give --profile, one of {', '.join(PROFILES)}")
+
+
+def _this_kernels(tree: KconfigTree, expected: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The options of a rule this kernel defines for this arch: all of them when it defines
+    none (the rule is n/a, each option saying why)."""
+    defined = {option: values for option, values in expected.items() if tree.symbol(option) is not None}
+    return defined or expected
 
 
 def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
     """Audit the config loaded in `tree`."""
     findings = []
+    left_out: dict[str, tuple[str, ...]] = {}
     held = {rule.id: _held(tree, rule, profile) for rule in rules}
     for rule in rules:
-        expected = rule.expected_for(profile)
+        named = rule.expected_for(profile) or {}
+        expected = _this_kernels(tree, named)
+        if len(expected) < len(named):
+            left_out[rule.id] = tuple(o for o in named if o not in expected)
         stronger = _stronger(tree, rule)
         keep = tuple(h for other in rules if rule.id in other.outranks for h in held[other.id])
         at_boot = rule.switch is not None and all(_holds(tree, o, v) for o, v in rule.switch.when)
-        for option, acceptable in (expected or {}).items():
+        for option, acceptable in expected.items():
             if stronger:
                 sym = tree.symbol(option)
                 findings.append(Finding(rule, option, tree.value(sym) if sym is not None else None, acceptable, "ok",
@@ -126,7 +179,8 @@ def audit(tree: KconfigTree, rules: list[Rule], profile: str) -> AuditReport:
                 finding = dataclasses.replace(finding, verdict="boot", settings=None, reason=(
                     f"no rebuild: boot with {rule.switch.boot} ({rule.switch.text()} lets the kernel choose)"))
             findings.append(finding)
-    return AuditReport(tree.loaded or "", profile, tree.where, findings)
+    kernel = Kernel(tree.source.spec, tree.source.version, tree.profile.name)
+    return AuditReport(tree.loaded or "", profile, tree.where, findings, kernel, left_out)
 
 
 def _holds(tree: KconfigTree, option: str, value: str) -> bool:

@@ -106,12 +106,25 @@ class ConfigDiff:
                 "summary": {cat: dict(counts) for cat, counts in self.summary().items()}}
 
 
-def diff(tree: KconfigTree, a: str, b: str, derived: bool = False) -> tuple[ConfigDiff, list[str]]:
+@dataclass(frozen=True)
+class ConfigArg:
+    """A config `config diff` and `config explain` read: a .config file (`text` None), or a
+    variant's config as kernellab resolves it; `label` names it in headers and messages
+    (the path, or the variant as the user wrote it)."""
+    label: str
+    text: str | None = None
+
+    def load_into(self, tree: KconfigTree) -> list[str]:
+        """Loads it into `tree`; the warnings loading gave."""
+        return tree.load(self.label) if self.text is None else tree.load_text(self.text, self.label)
+
+
+def diff(tree: KconfigTree, a: ConfigArg, b: ConfigArg, derived: bool = False) -> tuple[ConfigDiff, list[str]]:
     """The difference, and the warnings loading the two configs gave. Options without a
     prompt follow from others (GENERIC_*, HAVE_*, ARCH_*) and are left out unless `derived`."""
-    warnings = tree.load(a)
+    warnings = a.load_into(tree)
     values_a = tree.resolved()
-    warnings += tree.load(b)
+    warnings += b.load_into(tree)
     values_b = tree.resolved()
     categories = load_categories()
     changes, hidden = [], 0
@@ -127,7 +140,7 @@ def diff(tree: KconfigTree, a: str, b: str, derived: bool = False) -> tuple[Conf
         path = menus(node)
         changes.append(Change(name, va, vb, node.prompt[0] if node.prompt else "", " > ".join(path),
                               categorize(sym.name, path, categories)))
-    return ConfigDiff(a, b, tree.where, changes, hidden), warnings
+    return ConfigDiff(a.label, b.label, tree.where, changes, hidden), warnings
 
 
 def _effective(sym: kconfiglib.Symbol, value: str | None) -> str | None:

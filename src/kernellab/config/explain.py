@@ -2,7 +2,9 @@
 
 An `Explanation` holds where the option is defined, what it depends on, what selects or
 implies it and what it selects, each with its current value; for a bool or tristate option
-not at y, the planner's tree of what setting it to y takes (`planner.plan`).
+not at y, the planner's tree of what setting it to y takes (`planner.plan`). `why` says in
+one line why a config does not give an option the value a variant asked for (`kernellab
+resolve`, `build`): the same plan, its first level.
 """
 
 from __future__ import annotations
@@ -95,3 +97,24 @@ def _terms(exprs: Iterable[Expr], drop: Expr | None = None) -> list[Term]:
 
 def _truth(expr: Expr) -> str:
     return "nmy"[expr_value(expr)]
+
+
+def why(tree: KconfigTree, name: str, asked: str) -> str:
+    """Why the loaded config does not give the option the value `asked`, in one line: the
+    unmet conditions `explain` shows under "to set it", each with its value now, and the
+    settings that would meet them (or why nothing can); "" when the plan finds nothing."""
+    sym = tree.symbol(name)
+    if sym is None:
+        return ""
+    need = plan(tree, sym, asked)
+    parts = [f"needs {', '.join(f'{n.text} (now {n.now})' for n in need.needs)}"] if need.needs else []
+    if (reason := need.reason()) is not None:
+        parts.append(f"not possible in {tree.where}: {reason}")
+    elif need.manual and not need.needs:
+        parts.append(need.text)   # a choice to switch, an option many others select
+    else:
+        own = "CONFIG_" + sym.name
+        more = [f"{s.name}={s.value}" for s in need.settings() or () if s.name != own]
+        if more:
+            parts.append(f"add +{'+'.join(more)}")
+    return "; ".join(parts)

@@ -7,7 +7,6 @@ survive ("asked CONFIG_FOO=y, got n").
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from .. import datafile, paths
 from ..arches import ArchProfile
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 from ..locks import locked
 from ..sources import Source
 from ..toolchain import LLVM_TOOLS, Toolchain, file_identity, make_vars
@@ -200,7 +199,10 @@ def _base(source: Source, profile: ArchProfile, toolchain: Toolchain, base: str,
         text = datafile.read_text(path, "base config")
         parse_config(text, str(path))  # a malformed base is reported with its file:line
         return text, []
-    raise LabError(f"unknown config base {base!r}: use one of {', '.join(BASES)} or a .config path")
+    hint = did_you_mean(base, BASES)
+    if hint:
+        raise LabError(f"unknown config base {base!r}: {hint} (a base is one of {', '.join(BASES)}, or a .config path)")
+    raise LabError(f"unknown config base {base!r}: no such file, and not one of {', '.join(BASES)}")
 
 
 def _debian_reduced(source: Source, profile: ArchProfile, toolchain: Toolchain) -> tuple[str, list[Setting]]:
@@ -276,8 +278,8 @@ def _check_known(source: Source, settings: list[Setting]) -> None:
     for s in settings:
         name = s.name.removeprefix("CONFIG_")
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=3)
-            hint = f"; did you mean {', '.join('CONFIG_' + c for c in close)}?" if close else ""
+            hint = did_you_mean(name, sorted(known), prefix="CONFIG_")
+            hint = f"; {hint}" if hint else ""
             raise LabError(f"{s.origin}: unknown option {s.name} in Linux {source.version}{hint}")
 
 

@@ -6,6 +6,7 @@ into the comparison every view renders.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ from ..guest import workloads as guest_workloads
 from ..metrics.catalog import describe
 from ..report import render
 from ..report.model import VariantRecord, build_report, run_medians, samples
+from ..report.terminal import Screen
 from ..stats import imprecise_metrics
 from ..store import Store
 from ..targets import Capabilities, Target, fsimage
@@ -255,7 +257,7 @@ class _EarlyRuns:
                 report = build_report(f"{self.exp.name}: first look, while the other variants build",
                                       self.exp.description, [r], own, self.how.mode.name)
                 self.log("first look (" + r.prepared.spec.name + " measured; the full table follows):\n"
-                         + render(report, "table"))
+                         + render(report, "table", screen=Screen.of(sys.stderr)))   # the log's screen
         finally:
             own.close()
 

@@ -254,13 +254,16 @@ def prebuilt_key(image: prebuilt.Image) -> str:
     return f"debian-image-{image.sha256[:20]}"
 
 
-def _prebuilt_rows(store: Store, run_id: int, image: prebuilt.Image) -> None:
+def _prebuilt_rows(store: Store, run_id: int, image: prebuilt.Image) -> int:
     """A prebuilt kernel has no build for the report to take its size rows from: each run
-    carries them (one sample each, equal in every run), and says why it has no build rows."""
-    for metric, (unit, value) in prebuilt.figures(image).items():
+    carries them (one sample each, equal in every run), and says why it has no build rows.
+    -> the samples stored."""
+    figures = prebuilt.figures(image)
+    for metric, (unit, value) in figures.items():
         store.add_sample(run_id, metric, unit, 0, 1, value)
     for metric in prebuilt.BUILD_METRICS:
         store.add_unavailable(run_id, metric, prebuilt.NOT_BUILT)
+    return len(figures)
 
 
 CONSOLE_FLUSH_S = 0.5
@@ -274,6 +277,7 @@ class _StoreSink:
         self.log_id = store.add_log("console", "", run_id=run_id)
         self._pending: list[str] = []
         self._flushed = time.monotonic()
+        self.samples = 0   # stored through this sink: counted here, as a Dask worker cannot read the store
 
     def console(self, text: str) -> None:
         # Appended in batches: a commit per line would cost a boot of 300 lines little,
@@ -292,6 +296,7 @@ class _StoreSink:
     def sample(self, s: Sample) -> None:
         self.flush()
         self.store.add_sample(self.run_id, s.metric, s.unit, s.rep, s.iters, s.value, s.seq)
+        self.samples += 1
 
     def unavailable(self, metric: str, reason: str) -> None:
         """The agent says why; the catalog knows which options the metric needs, and the
@@ -446,8 +451,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     with target.start(kernel, initrd, cmdline, options.mode, timeout_s) as console:
         run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
                                  console.command, options.key(initrd, p.spec), initrd.name)
-        if p.image is not None:
-            _prebuilt_rows(store, run_id, p.image)
+        stored = _prebuilt_rows(store, run_id, p.image) if p.image is not None else 0
         if cancellation:
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
@@ -480,4 +484,6 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     store.finish_run(run_id, result.status, result.reason, result.agent_version, result.clocksource)
     if result.status == "agent-mismatch":
         raise LabError(result.reason)
-    return RunOutcome(run_id, result.status, result.reason, result.samples)
+    # Every sample the run stored (the console's milestones, memory and initcalls, the
+    # workloads' figures, the agent's), the count `runs` shows: one count, one word.
+    return RunOutcome(run_id, result.status, result.reason, stored + sink.samples)

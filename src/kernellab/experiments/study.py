@@ -24,7 +24,7 @@ from ..config.dotconfig import differing
 from ..errors import LabError
 from ..guest import vulnerabilities
 from ..guest import workloads as guest_workloads
-from ..metrics.catalog import catalog
+from ..metrics.catalog import catalog, metric_hint
 from ..proc import require_tool
 from ..report.model import VariantRecord, build_report, judge_probes
 from ..store import Store
@@ -182,8 +182,8 @@ def _check(f: StudyFile, names: list[str], origin: str, workload_metrics: set[st
     def metric(name: str, where: str) -> None:
         theirs = name in catalog() and catalog()[name].source == "workload"   # registered by any command
         if name not in catalog() or (theirs and name not in workload_metrics):
-            raise LabError(f"{origin}: {where} names metric {name!r}, which neither the catalog "
-                           "(src/kernellab/metrics/metrics.toml) nor a workload of [experiment] workloads has")
+            raise LabError(f"{origin}: {where} names metric {name!r}, which neither the catalog nor a workload "
+                           f"of [experiment] workloads has: {metric_hint(name)}")
 
     known_arches = arches.available()
     for a in [*f.arches, *f.quick.arches, *(a for s in f.sweep for a in s.arches)]:

@@ -92,7 +92,6 @@ class SessionResult:
     agent_version: int | None = None
     clocksource: str | None = None
     vulnerabilities: dict[str, str] = field(default_factory=dict)
-    samples: int = 0
     exit: Exit | None = None
 
     @property
@@ -211,7 +210,6 @@ class Session:
                 return  # a tick-resolution timing is not a measurement
             self.sink.sample(Sample(f["metric"], f["unit"], int(f["rep"]), int(f["iters"]),
                                     float(f["value"]), record.seq))
-            r.samples += 1
             self.watcher.metric(f["metric"])
         elif record.type == "na":
             self.sink.unavailable(f.get("metric", "?"), f.get("reason", "not available"))

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Literal
 
 from .. import datafile, modes
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 
 # The groups describe() gives a metric the catalog does not list: the catalog must have them.
 _FALLBACK_GROUPS = ("initcalls", "memory", "other")
@@ -105,12 +105,26 @@ def groups() -> tuple[str, ...]:
     return listed if WORKLOAD_GROUP in listed else (*listed, WORKLOAD_GROUP)
 
 
-def check_known(metrics: list[str]) -> list[str]:
-    """The metrics, or a one-line LabError naming those the catalog does not list."""
+def check_known(metrics: list[str], nor: str = "") -> list[str]:
+    """The metrics, or a one-line LabError on the first the catalog does not list (`nor`:
+    where else it was looked for, as for unknown_metric)."""
     unknown = [m for m in metrics if describe(m, "").group == "other"]
     if unknown:
-        raise LabError(f"unknown metric {', '.join(unknown)}: see src/kernellab/metrics/metrics.toml")
+        raise LabError(unknown_metric(unknown[0], nor))
     return metrics
+
+
+def unknown_metric(name: str, nor: str = "") -> str:
+    """What every place a user names a metric says of a name the catalog does not have
+    (`nor`: where else it was looked for, "a metric of a --workload given")."""
+    return f"unknown metric {name!r}{', nor ' + nor if nor else ''}: {metric_hint(name)}"
+
+
+def metric_hint(name: str) -> str:
+    """The closest names the catalog has, and the command that lists them all: never a
+    file of kernellab's source, which a user of the package does not have at hand."""
+    hint = did_you_mean(name, catalog())
+    return f"{hint} (`kernellab metrics` lists every metric)" if hint else "`kernellab metrics` lists every metric"
 
 
 def describe(name: str, unit: str) -> Metric:
@@ -121,8 +135,9 @@ def describe(name: str, unit: str) -> Metric:
     if name.startswith("boot.initcall."):
         return Metric(name, f"initcall {name.removeprefix('boot.initcall.')}", unit, "lower",
                       "initcalls", "guest", "console")
-    if name.startswith("mem.kernel."):
-        return Metric(name, name, unit, "lower", "memory", "count", "console")
+    if name.startswith("mem.kernel."):   # a field of the "Memory:" line, as the kernel prints it
+        return Metric(name, f"Memory: {name.removeprefix('mem.kernel.').replace('_', ' ')}", unit, "lower",
+                      "memory", "count", "console")
     group = "memory" if name.startswith("meminfo.") else "other"
     return Metric(name, name, unit, "lower", group, "count" if group == "memory" else "guest", "agent")
 

@@ -6,9 +6,11 @@ import csv
 import io
 from typing import Any
 
+from .. import modes
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from .model import measured_when, most_vcpus
+from .terminal import FULL_SCREEN, Screen
 
 TOP_INITCALLS = 10
 # Below this many samples a cell shows its range: there are no quartiles to speak of.
@@ -18,8 +20,14 @@ FEW_SAMPLES = 5
 PER_RUN_DETAILS = ("loadavg", "loadavg_after")
 
 
+# Units of things counted: a whole number of them prints as one ("77" devices, not "77.0").
+COUNTED_UNITS = ("count", "MiB", "irq/s")
+# Units of a time, or of something per unit of time.
+TIME_UNITS = ("ns", "us", "ms", "s")
+
+
 def fmt_value(value: float, unit: str) -> str:
-    if unit in ("KiB", "us"):
+    if unit in ("KiB", "us") or (unit in COUNTED_UNITS and value == int(value)):
         return f"{value:,.0f}"
     if unit == "s":
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
@@ -28,12 +36,16 @@ def fmt_value(value: float, unit: str) -> str:
     return f"{value:.1f}"
 
 
-def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
+def fmt_cell(v: dict[str, Any] | None, unit: str, spreads: bool = True) -> str:
+    """A cell: its median and, with `spreads`, how far its samples lie apart and how many,
+    or why it is not available (without `spreads`, "n/a" alone: the reason said elsewhere)."""
     if v is None:
         return "-"
     if "not_available" in v:
-        return f"n/a: {v['not_available']}"
+        return f"n/a: {v['not_available']}" if spreads else "n/a"
     text = fmt_value(v["median"], unit)
+    if not spreads:
+        return text
     if "min" in v and (1 < v["n"] < FEW_SAMPLES or (v["n"] > 1 and not v["median"])):
         # Quartiles of three samples are interpolations between them: one repeat out of
         # line made a half-IQR of +-59,000% that nobody could read. The range says it, as
@@ -43,6 +55,18 @@ def fmt_cell(v: dict[str, Any] | None, unit: str) -> str:
         spread = 50.0 * (v["q3"] - v["q1"]) / abs(v["median"]) if v["median"] else 0.0
         text += f" ±{spread:.1f}% n={v['n']}"
     return text
+
+
+def display_unit(m: dict[str, Any], mode: str) -> str:
+    """A metric's unit as a view shows it. A time (or a rate per time) on the guest's clock
+    in a deterministic mode counts instructions: "ns (icount)", so that nobody reads an
+    emulated figure as a hardware time. Host-clock rows keep real seconds."""
+    unit: str = m["unit"]
+    timed = unit in TIME_UNITS or unit.endswith("/s")
+    clock = m.get("clock") or describe(m["name"], unit).clock
+    if timed and clock == "guest" and modes.get(mode).deterministic:
+        return f"{unit} ({mode})"
+    return unit
 
 
 def md_table(head: list[str], rows: list[list[str]], left: int = 3, notes: int = 0) -> list[str]:
@@ -132,6 +156,106 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# -- the header on a screen: what was compared, how, where, in a few lines -------------
+
+def short_header(report: dict[str, Any], width: int, verbose_hint: bool = True) -> list[str]:
+    """The header a screen shows (header_lines has it all: --verbose, every file): what
+    was compared, how, where, and what went wrong, a line each that fits `width`."""
+    lines = [_what(report, width), _how(report, width), _where(report, width)]
+    trouble = _trouble(report)
+    if trouble:
+        lines.append(fit_items("attention: ", trouble, width))
+    if verbose_hint:
+        lines.append(clip("--verbose: how each variant was built and booted, CPU flaws, the statistics", width))
+    return lines
+
+
+def _what(report: dict[str, Any], width: int) -> str:
+    names = [v["name"] for v in report["variants"]]
+    who = f"{', '.join(names[1:])} against {names[0]}" if len(names) > 1 else names[0]
+    kernels = ", ".join(dict.fromkeys(f"Linux {v['source_version']} {v['arch']}" for v in report["variants"]))
+    head = report["experiment"]
+    said = [f"{head}: {report['description']} ({kernels})", f"{head}: {report['description']}"] \
+        if report["description"] else []
+    return first_fitting([*said, f"{head}: {who} ({kernels})", f"{head}: {who}"], width)
+
+
+def _how(report: dict[str, Any], width: int) -> str:
+    per = report["runs_per_variant"]
+    counts = set(per.values())
+    runs = (f"{counts.pop()} run{'s' if max(per.values()) != 1 else ''} each" if len(counts) == 1
+            else "runs " + ", ".join(f"{name} {n}" for name, n in per.items()))
+    note = report["mode_note"]
+    if note.startswith("MIXED TARGETS"):   # never cut: figures of different kinds side by side
+        return clip(f"{note}; {runs}", width)
+    mode = modes.get(report["mode"])
+    return first_fitting([f"{report['mode']} mode, {runs}: {note}",
+                          *(f"{summary}, {runs}" for summary in _shorter(mode.summary))], width)
+
+
+def _shorter(text: str) -> list[str]:
+    """`text`, then without its last clauses one by one ("a (b, c; d)" -> "a (b, c)" -> "a (b)")."""
+    out = [text]
+    inner = text.endswith(")") and "(" in text
+    body = text[:-1] if inner else text
+    while any(sep in body for sep in ("; ", ", ")):
+        body = body[:max(body.rfind("; "), body.rfind(", "))]
+        out.append(body + (")" if inner and "(" in body else ""))
+    return out
+
+
+def _where(report: dict[str, Any], width: int) -> str:
+    m = report["machine"]
+    labels = ", ".join(dict.fromkeys(r["target"]["label"] for v in report["variants"] for r in v["runs"]
+                                     if r.get("target")) or ["none (build only)"])
+    started = sorted(r["started"] for v in report["variants"] for r in v["runs"] if r.get("started"))
+    when = [f"{measured_when([report])} ", f"{started[0][:10]} {started[0][11:16]} UTC "] if started else [""]
+    machine = [f"{m['host']} ({m['cpu']}, {m['cores']} cores)", m["host"]]
+    return first_fitting([f"measured {w}on {on}, target {labels}" for w in when for on in machine]
+                         + [f"on {m['host']}, target {labels}"], width)
+
+
+def _trouble(report: dict[str, Any]) -> list[str]:
+    """What a reader must not miss: failed runs, options the kernel would not take."""
+    out = [f"{v['name']} run {r['id']} {r['status']}" for v in report["variants"] for r in v["runs"]
+           if r["status"] != "ok"]
+    out += [f"{v['name']} asked {d['option']}={d['asked']}, got {d['got']}" for v in report["variants"]
+            for d in v["dropped_options"]]
+    return out
+
+
+def first_fitting(candidates: list[str], width: int) -> str:
+    """The first of `candidates` (most said first) that fits `width`; the last one cut."""
+    return next((c for c in candidates if len(c) <= width), clip(candidates[-1], width))
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(width - 1, 0)] + "…"
+
+
+def fit_items(head: str, items: list[str], width: int | None, tail: str = "") -> str:
+    """`head`, as many of `items` as fit `width` (None: all) in their order, "and N more"
+    for those left out, and `tail`: a line that says where it stops."""
+    if width is None:
+        return head + ", ".join(items) + tail
+    for shown in range(len(items), 0, -1):
+        more = len(items) - shown
+        text = head + ", ".join(items[:shown]) + (f" and {more} more" if more else "") + tail
+        if len(text) <= width:
+            return text
+    return clip(f"{head}{len(items)} rows{tail}", width)
+
+
+def short_footer(report: dict[str, Any], width: int) -> list[str]:
+    """footer_lines on a screen: the rows left out, counted (--verbose names them)."""
+    hidden = [m for m in report["metrics"] if not m["valid_in_mode"]]
+    if not hidden:
+        return []
+    said = f"not shown: {len(hidden)} rows meaningless in {report['mode']} mode"
+    return [first_fitting([f"{said} (measured, kept in JSON/CSV; --verbose names them)",
+                           f"{said} (--verbose names them)", said], width)]
+
+
 def _warmth(b: dict[str, Any]) -> str:
     if b.get("cold"):
         return ", from scratch without ccache (timed cold)"
@@ -189,7 +313,10 @@ def shown_metrics(report: dict[str, Any], show_all: bool) -> list[dict[str, Any]
             and (m["group"] != "initcalls" or m["name"] in slowest)]
 
 
-def render(report: dict[str, Any], fmt: str, show_all: bool = False) -> str:
+def render(report: dict[str, Any], fmt: str, show_all: bool = False, screen: Screen = FULL_SCREEN,
+           verbose: bool = False) -> str:
+    """A compare report in `fmt`. The table fits `screen` (the default: the full width, as
+    a file is written); Markdown, CSV and JSON always have everything."""
     if fmt == "json":   # as every result is written: with its kind and version (report/kinds.py)
         from .compare import COMPARE
         return COMPARE.dump(report)
@@ -198,7 +325,7 @@ def render(report: dict[str, Any], fmt: str, show_all: bool = False) -> str:
     if fmt == "markdown":
         return _markdown(report, show_all)
     from .table import table_text
-    return table_text(report, show_all)
+    return table_text(report, show_all, screen, verbose)
 
 
 def _csv(report: dict[str, Any]) -> str:
@@ -227,7 +354,7 @@ def _markdown(report: dict[str, Any], show_all: bool) -> str:
     names = [v["name"] for v in report["variants"]]
     lines = [f"### {report['experiment']}", ""] + [f"- {h}" for h in header_lines(report)] + [""]
     head = ["metric", "unit"] + names + [f"Δ {n}" for n in names[1:]]
-    rows = [[m["label"], m["unit"], *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
+    rows = [[m["label"], display_unit(m, report["mode"]), *(fmt_cell(m["values"].get(n), m["unit"]) for n in names),
              *(delta_text(m, n) for n in names[1:])] for m in shown_metrics(report, show_all)]
     lines += md_table(head, rows, left=2)
     legend = [DELTA_LEGEND] if len(names) > 1 else []

@@ -1,42 +1,119 @@
 """`kernellab audit`'s result as a kind of result (report/kinds.py): the findings of a
-`config.audit.AuditReport` and what `--measure` measured, as data; as text, one row per
-option a rule names, then the rule verdicts per rule category, then the measured effects.
-Its HTML page is html.audit_page."""
+`config.audit.AuditReport` and what `--measure` measured, as data, with what was audited
+(the config, its kernel, the profile and why that one) and by which kernellab; as text,
+the count of rules per verdict, one row per option a rule checks (those of the rules
+--only chose), then the rule verdicts per rule category, then the measured effects. Its
+HTML page is html.audit_page.
+
+Rules are counted, never options: `count_line` says the counts every view shows, from
+the totals `AuditReport.totals` wrote (of every rule, whatever --only shows)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 from typing import Any
 
-from .. import modes
+from rich.console import Console
+from rich.text import Text
+
+from .. import __version__, modes
 from ..config.audit import VERDICTS, AuditReport
+from ..errors import LabError
 from ..guest import vulnerabilities
 from . import kinds
 from .conclusion import DELTA_LEGEND, pct_text, verdict_text
 from .model import DIFFERENCE
 
+# How a verdict looks on a terminal: what to act on stands out, what needs nothing recedes.
+VERDICT_STYLES = {"change": "bold red", "boot": "yellow", "ok": "green", "n/a": "dim"}
 
-def body(report: AuditReport, measured: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The audit as written: what was audited, the findings, and what --measure measured."""
-    return {"config": report.config, "profile": report.profile, "where": report.where, "findings": report.to_json(),
-            # rule verdicts per rule category, and "total"
+
+def parse_only(text: str) -> tuple[str, ...]:
+    """--only's verdicts, in the order VERDICTS has them; a LabError naming the known ones."""
+    asked = [word.strip() for word in text.split(",") if word.strip()]
+    unknown = [word for word in asked if word not in VERDICTS]
+    if unknown or not asked:
+        wrong = f"unknown verdict {unknown[0]!r}" if unknown else "no verdict"
+        raise LabError(f"--only {text!r}: {wrong}; give verdicts, comma-separated: {', '.join(VERDICTS)}")
+    return tuple(v for v in VERDICTS if v in asked)
+
+
+def body(report: AuditReport, measured: dict[str, Any] | None = None, *, profile_reason: str = "given with --profile",
+         only: tuple[str, ...] | None = None, config_text: str = "") -> dict[str, Any]:
+    """The audit as written: what was audited (the config, with the sha256 of its text) and
+    by which kernellab, the findings (of the rules whose verdict is in `only`, when given),
+    the counts of every rule, and what --measure measured."""
+    rows = report.to_json()
+    return {"kernellab": __version__, "config": report.config,
+            "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(), "source": report.kernel.source,
+            "source_version": report.kernel.source_version, "arch": report.kernel.arch, "where": report.where,
+            "profile": report.profile, "profile_reason": profile_reason,
+            "only": list(only) if only else None,
+            "findings": [r for r in rows if not only or r["rule_verdict"] in only],
+            # rule verdicts per rule category, and "total": of every rule, whatever `only` shows
             "totals": {category: dict(counts) for category, counts in report.totals().items()},
+            "left_out": {rule: list(options) for rule, options in report.left_out.items()},
             **({"measured": measured} if measured else {})}
 
 
+def count_line(audit: dict[str, Any]) -> str:
+    """The audit's counts, in rules: "rules: 42 ok, 3 boot, 2 change, 5 n/a (52 rules)"."""
+    total = audit["totals"].get("total", {})
+    counts = ", ".join(f"{total.get(v, 0)} {v}" for v in VERDICTS)
+    return f"rules: {counts} ({sum(total.values())} rules)"
+
+
 def render_table(audit: dict[str, Any]) -> str:
+    return styled_table(audit).plain
+
+
+def styled_table(audit: dict[str, Any]) -> Text:
+    """The text view, each verdict in its style (VERDICT_STYLES)."""
+    out = Text()
+    for line in [*summary_lines(audit), ""]:
+        out.append(line + "\n")
     findings = audit["findings"]
-    lines = [f"audit of {audit['config']} for profile {audit['profile']} ({audit['where']})", ""]
+    if not audit["totals"].get("total"):
+        out.append("no rule audits this profile\n")
+        return out
     if not findings:
-        return "\n".join(lines + ["no rule audits this profile"]) + "\n"
+        out.append("no rule has " + " or ".join(audit["only"] or ()) + "\n")
+    else:
+        _rows(out, findings)
+    if audit["left_out"]:
+        out.append("\n" + _left_out_line(audit) + "\n")
+    out.append("\n" + _totals_table(audit["totals"]))
+    return out
+
+
+def summary_lines(audit: dict[str, Any]) -> list[str]:
+    """What was audited, for which profile and why, the counts of rules (count_line), and
+    which rules --only shows: the head of every view of an audit."""
+    lines = [f"audit of {audit['config']} ({audit['where']})",
+             f"profile: {audit['profile']} ({audit['profile_reason']})", count_line(audit)]
+    if audit["only"]:
+        shown = len({f["rule"] for f in audit["findings"]})
+        lines.append(f"showing the rules whose verdict is {', '.join(audit['only'])}: {shown} of "
+                     f"{sum(audit['totals']['total'].values())}")
+    return lines
+
+
+def _rows(out: Text, findings: list[dict[str, Any]]) -> None:
     rw = max(len(f["rule"]) for f in findings)
     ow = max(len(f["option"]) for f in findings)
-    lines.append(f"{'rule':<{rw}}  {'option':<{ow}}  {'current':>8}  {'expected':<10}  {'verdict':<7}  reason")
+    out.append(f"{'rule':<{rw}}  {'option':<{ow}}  {'current':>8}  {'expected':<10}  {'verdict':<7}  reason\n")
     for f in findings:
         expected = f["recommended"] if f["verdict"] in ("change", "boot") else "|".join(f["expected"])
-        lines.append(f"{f['rule']:<{rw}}  {f['option']:<{ow}}  {_shown(f['current']):>8}  {expected:<10}  "
-                     f"{f['verdict']:<7}  {f['reason']}".rstrip())
-    lines += ["", _totals_table(audit["totals"])]
-    return "\n".join(lines)
+        out.append(f"{f['rule']:<{rw}}  {f['option']:<{ow}}  {_shown(f['current']):>8}  {expected:<10}  ")
+        out.append(f"{f['verdict']:<7}" if f["reason"] else f["verdict"], style=VERDICT_STYLES.get(f["verdict"], ""))
+        out.append(f"  {f['reason']}\n" if f["reason"] else "\n")
+
+
+def _left_out_line(audit: dict[str, Any]) -> str:
+    names = sum(len(options) for options in audit["left_out"].values())
+    return (f"left out: {names} option name(s) that {audit['where']} does not define, other kernels' names of "
+            f"the options of {len(audit['left_out'])} rule(s) (listed in --format json)")
 
 
 def _shown(value: str | None) -> str:
@@ -101,15 +178,24 @@ def effect_text(c: dict[str, Any] | None) -> str:
 
 
 def _text(audit: dict[str, Any], view: kinds.View) -> str:
-    return render_table(audit) + (render_measured(audit["measured"]) if audit.get("measured") else "")
+    """The text view; its verdicts coloured on a screen that takes colours (rich honours NO_COLOR)."""
+    text = styled_table(audit)
+    if audit.get("measured"):
+        text.append(render_measured(audit["measured"]))
+    if not view.screen.colour:
+        return text.plain
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="standard", highlight=False)
+    console.print(text, soft_wrap=True, end="")
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
 
 
 def _html(audit: dict[str, Any], view: kinds.View) -> str:
     from . import html  # the charting libraries load only for an HTML page
-    return html.audit_page(audit["findings"], audit["config"], audit["profile"], audit.get("measured"))
+    return html.audit_page(audit)
 
 
 AUDIT = kinds.register(kinds.Kind(
-    name="audit", tag="kernellab-audit", what="an audit", version=1, readable=(1,), schema="audit-schema.json",
-    rewrite="write it again with `kernellab audit CONFIG --profile PROFILE --format json`",
+    name="audit", tag="kernellab-audit", what="an audit", version=2, readable=(2,), schema="audit-schema.json",
+    rewrite="write it again with `kernellab audit CONFIG --format json`",
     renderers={"table": _text, "html": _html}, formats=("table", "json", "html")))

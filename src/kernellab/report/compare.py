@@ -14,7 +14,7 @@ from .model import FORMAT_VERSION, READABLE_VERSIONS, upgrade
 def _text(fmt: str) -> kinds.Renderer:
     def render_text(report: dict[str, Any], view: kinds.View) -> str:
         from . import render
-        return render(report, fmt, view.show_all)
+        return render(report, fmt, view.show_all, view.screen, view.verbose)
     return render_text
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from .. import datafile
 from ..errors import LabError
-from ..metrics.catalog import catalog
-from . import shown_metrics
+from ..metrics.catalog import catalog, unknown_metric
+from . import clip, fit_items, shown_metrics
 from .model import DIFFERENCE, NOT_COMPARED, NoiseFloor, compare_variants, verdict
 
 
@@ -33,7 +33,7 @@ def load_floor(path: Path) -> NoiseFloor:
     f = datafile.load(_FloorFile, datafile.read_toml(path, origin), origin)
     for metric, pct in f.floor.items():
         if metric not in catalog():
-            raise LabError(f"{origin}: unknown metric {metric!r} (see src/kernellab/metrics/metrics.toml)")
+            raise LabError(f"{origin}: {unknown_metric(metric)}")
         if pct < 0:
             raise LabError(f"{origin}: {metric}: a floor is a size, not {pct:g}")
     # NoiseFloor refuses a floor that is not a finite number (TOML has nan and inf).
@@ -173,7 +173,10 @@ def write(items: Sequence[Any], reports: Mapping[str, dict[str, Any]], baseline:
 
 # -- a compare report's written summary and its cells' words ----------------------------
 
-SUMMARY_ITEMS = 4   # differences named per metric group; the rest are counted
+# The width of a summary line where no screen sets one (a file, the HTML page): the
+# differences of a group that do not fit are counted ("and N more").
+SUMMARY_WIDTH = 160
+BULLET = "- "
 
 
 def verdict_of(m: dict[str, Any], variant: str) -> dict[str, Any] | None:
@@ -192,23 +195,23 @@ def pct_text(pct: float, digits: int = 1) -> str:
     return text
 
 
-def delta_text(m: dict[str, Any], variant: str) -> str:
+def delta_text(m: dict[str, Any], variant: str, interval: bool = True) -> str:
     """A cell's Δ as the tables show it, its verdict in plain text (verdict_text)."""
-    return verdict_text(verdict_of(m, variant), m["comparison"].get(variant) or {})
+    return verdict_text(verdict_of(m, variant), m["comparison"].get(variant) or {}, interval)
 
 
-def verdict_text(v: Mapping[str, Any] | None, c: Mapping[str, Any]) -> str:
+def verdict_text(v: Mapping[str, Any] | None, c: Mapping[str, Any], interval: bool = True) -> str:
     """A change and its verdict `v` (report.model) in plain text: * a difference (better or
     worse by the metric's direction), (Δ) not compared, no mark no difference; a change
-    within the noise floor said so; where the statistics tested it, the 95% interval (`c`,
-    its comparison)."""
+    within the noise floor said so; where the statistics tested it and `interval` asks,
+    the 95% interval (`c`, its comparison)."""
     if v is None or v["delta_pct"] is None:
         return "-"
     d = v["delta_pct"]
     if "floor_pct" in v:
         return f"within floor ({d:+.1f}%, floor {v['floor_pct']:.1f}%)"
     text = pct_text(d)
-    if c.get("testable") and c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None:
+    if interval and c.get("testable") and c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None:
         text += f" [{c['ci_low_pct']:+.1f},{c['ci_high_pct']:+.1f}]"
     if v["kind"] in DIFFERENCE:
         return text + "*"
@@ -217,18 +220,27 @@ def verdict_text(v: Mapping[str, Any] | None, c: Mapping[str, Any]) -> str:
 
 DELTA_LEGEND = ("Δ: * marks a difference (its verdict: better or worse by the metric's direction), (Δ) a change "
                 "not compared (why: in the written summary and the JSON), no mark no difference")
+# The legend on a screen, where the verdicts have their colours.
+SHORT_LEGEND = "Δ: * a difference (red worse, green better), (Δ) not compared, unmarked: none"
 
 
-def summary(report: dict[str, Any]) -> str:
-    """A compare report's written summary, in the manner of the seed studies: per variant,
-    its differences by metric group, biggest first, and what was not compared and why."""
-    return "\n".join(f"{headline} - {'; '.join(groups)}." if groups else f"{headline}."
-                     for headline, groups in summary_parts(report))
+def summary(report: dict[str, Any], width: int | None = None) -> str:
+    """A compare report's written summary, in the manner of the seed studies: per variant a
+    headline, then a line per metric group, the group of the largest change first, each
+    naming its largest changes first, as many as fit `width` (default SUMMARY_WIDTH), and
+    counting the rest; then what was not compared and why."""
+    width = width or SUMMARY_WIDTH
+    lines = []
+    for headline, groups in summary_parts(report, width - len(BULLET)):
+        lines.append(clip(f"{headline}:" if groups else f"{headline}.", width))
+        lines += [BULLET + g for g in groups]
+    return "\n".join(lines)
 
 
-def summary_parts(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
+def summary_parts(report: dict[str, Any], width: int = SUMMARY_WIDTH) -> list[tuple[str, list[str]]]:
     """The summary's structure: per variant, a headline and one phrase per metric group
-    ("syscalls: fstat +2289% (worse), ..."), then "not compared: ..." when some were."""
+    ("syscalls: fstat +2289% (worse), ... and 3 more"), each at most `width` characters,
+    then "not compared: ..." per reason when some were."""
     names = [v["name"] for v in report["variants"]]
     parts: list[tuple[str, list[str]]] = []
     for other in names[1:]:
@@ -242,22 +254,20 @@ def summary_parts(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
                 changed.setdefault(m["group"], []).append((m, v))
             elif v["kind"] == NOT_COMPARED and v["delta_pct"] is not None:   # measured on both sides
                 unsure.setdefault(v["reason"], []).append(m["label"])
-        groups = [_group_phrase(group, cells) for group, cells in
+        groups = [_group_phrase(group, cells, width) for group, cells in
                   sorted(changed.items(), key=lambda gc: -max(abs(v["delta_pct"]) for _, v in gc[1]))]
-        if unsure:
-            said = [f"{', '.join(labels)} ({why})" for why, labels in unsure.items()]
-            groups.append("not compared: " + "; ".join(said))
+        groups += [fit_items("not compared: ", labels, width, f" ({why})") for why, labels in unsure.items()]
         headline = (f"{other} vs {names[0]} ({report['mode']} mode)" if changed
                     else f"{other}: no change of note against {names[0]}")
         parts.append((headline, groups))
     return parts
 
 
-def _group_phrase(group: str, cells: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+def _group_phrase(group: str, cells: list[tuple[dict[str, Any], dict[str, Any]]], width: int) -> str:
+    """A group's differences, the largest (in magnitude) first, as many as fit `width`."""
     ordered = sorted(cells, key=lambda mv: -abs(mv[1]["delta_pct"]))
-    named = [f"{m['label']} {pct_text(v['delta_pct'], 0)} ({v['kind']})" for m, v in ordered[:SUMMARY_ITEMS]]
-    more = len(ordered) - SUMMARY_ITEMS
-    return f"{group}: {', '.join(named)}" + (f" and {more} more" if more > 0 else "")
+    return fit_items(f"{group}: ", [f"{m['label']} {pct_text(v['delta_pct'], 0)} ({v['kind']})" for m, v in ordered],
+                     width)
 
 
 def split(report: dict[str, Any], metric: str, from_: str, via: str, to: str) -> dict[str, Any] | None:

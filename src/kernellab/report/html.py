@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+import textwrap
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +27,11 @@ import vl_convert
 from .. import __version__, modes
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import fmt_cell, fmt_value, footer_lines, header_lines, shown_metrics
+from . import FEW_SAMPLES, display_unit, fmt_cell, fmt_value, footer_lines, header_lines, shown_metrics
 from .attribution import probe_build_s
-from .auditreport import effect_text
-from .conclusion import delta_text, summary_parts, verdict_of
-from .model import BETTER, NOT_COMPARED, WORSE
+from .auditreport import effect_text, summary_lines
+from .conclusion import delta_text, pct_text, summary_parts, verdict_of
+from .model import BETTER, NO_DIFFERENCE, NOT_COMPARED, WORSE
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,15 @@ class Table:
     head: Sequence[str]
     rows: Sequence[Row]
     title: str = ""
+    # Each column's share of the page's width (CSS, "20%"), for a table of prose that the
+    # browser's own layout would squeeze into one narrow column; empty: the browser decides.
+    widths: Sequence[str] = ()
+
+    def numeric(self) -> list[bool]:
+        """Per column, whether it holds figures (every cell "num"): its header is aligned as they are."""
+        cells = [r.cells for r in self.rows if not r.group]
+        return [bool(cells) and all(i < len(c) and "num" in c[i].css.split() for c in cells)
+                for i in range(len(self.head))]
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,7 @@ class Section:
     items: list[str] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
+    text: str = ""           # a text report, shown as it is printed (its columns kept)
 
 
 # The "Memory:" line's fields, in the kernel's order: what the image costs in RAM.
@@ -104,6 +117,7 @@ def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) ->
     for s in sections:
         placed.append({"title": s.title, "anchor": re.sub(r"[^a-z0-9]+", "-", s.title.lower()).strip("-"),
                        "summary": s.summary, "paragraphs": s.paragraphs, "bullets": s.items, "tables": s.tables,
+                       "text": s.text,
                        "charts": [{"title": c.title, "id": f"chart-{charts.index(c)}", "index": charts.index(c)}
                                   for c in s.charts]})
     return _ENV.get_template("report.html.j2").render(
@@ -114,6 +128,184 @@ def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) ->
 def link(url: str) -> str:
     """An address safe to put in href: http(s) only (never javascript: or data:)."""
     return url if re.match(r"https?://[^\s\"'<>]+$", url) else ""
+
+
+# A verdict as the charts say it (their colour and shape legend): what each one means.
+VERDICT_LEGEND = {WORSE: "worse: a difference", BETTER: "better: a difference",
+                  NO_DIFFERENCE: "no difference (within the noise)",
+                  NOT_COMPARED: "not compared (the tooltip says why)"}
+_VERDICT_COLOURS = {WORSE: "#9c2a1a", BETTER: "#1c6b33", NO_DIFFERENCE: "#7a8193",
+                    NOT_COMPARED: "#b4b9c5"}
+_VERDICT_SHAPES = {WORSE: "triangle-right", BETTER: "triangle-left", NO_DIFFERENCE: "circle",
+                   NOT_COMPARED: "cross"}
+# A label longer than this wraps onto another line of the axis: none is cut, so that none
+# reads as another (three "timer wakeup latency under load,..." rows once did).
+_LABEL_CHARS = 36
+_LINE_PX = 13
+# The plot's width, and what a chart's labels and its column of figures take beside it:
+# the whole fits the page's column at 1,280 px.
+_PLOT_WIDTH = 440
+# The figures written beside a chart: a long variant name is cut (its tooltip has it whole)
+# rather than push the chart past the page.
+_TEXT_LIMIT = 300
+# A change of -99.9% or more (down to nothing) is drawn at -99.9%: a log axis has no 0.
+_MIN_RATIO = 1e-3
+
+
+def _wrapped(label: str) -> str:
+    """The label on as many lines as it needs, none cut ("\\n" between them: the axis splits)."""
+    return "\n".join(textwrap.wrap(label, _LABEL_CHARS, break_on_hyphens=False)) or "-"
+
+
+def row_labels(labels: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Each row's axis label: its label, wrapped; a label two rows share says its row's name
+    too (a chart would draw both rows as one)."""
+    count = Counter(labels)
+    shown = [_wrapped(label if count[label] == 1 else f"{label} ({name})") for label, name in zip(labels, names,
+                                                                                                 strict=True)]
+    if len(set(shown)) < len(shown):   # still twice: the names said it in another way
+        shown = [f"{s}\n{name}" for s, name in zip(shown, names, strict=True)]
+    return shown
+
+
+def _label_axis() -> alt.Axis:
+    return alt.Axis(labelExpr="split(datum.label, '\\n')", labelLimit=0, title=None, labelPadding=6)
+
+
+def _step(rows: Sequence[dict[str, Any]], per_row: int) -> int:
+    """Pixels per step of a chart's y axis, enough for its longest label: a row, or with
+    several series per row (yOffset, whose step it is then) one series of it."""
+    lines = max((r["row"].count("\n") + 1 for r in rows), default=1)
+    return max(14, math.ceil((_LINE_PX * lines + 8) / per_row))
+
+
+# -- change charts: a log-ratio axis -----------------------------------------------------
+
+def _ratio(pct: float) -> float:
+    return max(1 + pct / 100, _MIN_RATIO)
+
+
+# Round changes to mark on a ratio axis, the roundest first: +100%, -50%, +900%, -90%, ...
+_TICK_RATIOS = (1.0, 2.0, 0.5, 10.0, 0.1, 100.0, 0.01, 1000.0, 0.001, 5.0, 0.2, 1.5, 3.0, 20.0, 50.0, 200.0, 500.0,
+                1.25, 0.8, 0.75, 1.1, 0.9, *(1 + sign * f * 10.0 ** e for e in (-2, -3, -4) for f in (5, 2, 1)
+                                             for sign in (1, -1)))
+
+
+def _ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Ratios to mark on an axis from lo to hi: the roundest changes that leave room between them."""
+    gap = math.log(hi / lo) / 9
+    ticks: list[float] = []
+    for r in _TICK_RATIOS:
+        if lo <= r <= hi and all(abs(math.log(r / t)) >= gap for t in ticks):
+            ticks.append(r)
+    return sorted(ticks)
+
+
+def _ratio_x(ratios: Sequence[float], title: str) -> alt.X:
+    """An x axis of ratios on a log scale, labelled in % change: +900% and +100% both show."""
+    lo, hi = min(1.0, *ratios), max(1.0, *ratios)
+    span = max(math.log(hi / lo), math.log(1.02))
+    lo, hi = lo / math.exp(0.06 * span), hi * math.exp(0.06 * span)
+    return alt.X("ratio:Q", title=title, scale=alt.Scale(type="log", domain=[lo, hi], nice=False),
+                 axis=alt.Axis(values=_ratio_ticks(lo, hi), labelFlush=False,
+                               labelExpr="datum.value == 1 ? '0%' : format((datum.value - 1) * 100, '+,.3~r') + '%'"))
+
+
+def change_text(delta: float, lo: float | None, hi: float | None) -> str:
+    text = pct_text(delta)
+    return text + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "")
+
+
+def change_chart(rows: Sequence[dict[str, Any]], title: str) -> dict[str, Any]:
+    """Changes as points on a log-ratio axis, one row each (`row`: its axis label; `series`:
+    whose change, when a row holds several), coloured and shaped by verdict, with the change
+    written beside each and, where measured, its 95% interval as a line."""
+    series = list(dict.fromkeys(r["series"] for r in rows))
+    several = len(series) > 1
+    values = [r | {"ratio": _ratio(r["delta"]),
+                   "ratio_lo": None if r["lo"] is None else _ratio(r["lo"]),
+                   "ratio_hi": None if r["hi"] is None else _ratio(r["hi"]),
+                   "text": (f"{r['series']}: " if several else "") + change_text(r["delta"], r["lo"], r["hi"])}
+              for r in rows]
+    data = _data(values)
+    x = _ratio_x([v["ratio"] for v in values] + [v[k] for v in values for k in ("ratio_lo", "ratio_hi") if v[k]],
+                 title)
+    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=_label_axis())
+    offset = {"yOffset": alt.YOffset("series:N", sort=series)} if several else {}
+    # The data says the verdict's kind (worse); the legend what it means.
+    legend = alt.Legend(orient="top", title="verdict", labelLimit=0, symbolStrokeWidth=1.5,
+                        labelExpr=f"{json.dumps(VERDICT_LEGEND)}[datum.label]")
+    scale = {k: alt.Scale(domain=list(VERDICT_LEGEND), range=list(d.values()))
+             for k, d in (("colour", _VERDICT_COLOURS), ("shape", _VERDICT_SHAPES))}
+    fills = alt.Scale(domain=list(VERDICT_LEGEND),
+                      range=[_VERDICT_COLOURS[k] if k != NO_DIFFERENCE else "transparent" for k in VERDICT_LEGEND])
+    points = alt.Chart(data).mark_point(size=80, strokeWidth=1.5, opacity=1).encode(
+        x=x, y=y, **offset,
+        stroke=alt.Stroke("verdict:N", scale=scale["colour"], legend=legend),
+        fill=alt.Fill("verdict:N", scale=fills, legend=legend),
+        shape=alt.Shape("verdict:N", scale=scale["shape"], legend=legend),
+        tooltip=[alt.Tooltip("label:N", title="metric"), alt.Tooltip("series:N", title="variant"),
+                 alt.Tooltip("text:N", title="change"), "verdict:N", "how:N"])
+    one = alt.Chart(_data([{"ratio": 1.0}])).mark_rule(color="#8a8f9c").encode(x=alt.X("ratio:Q"))
+    figures = alt.Chart(data).mark_text(align="left", dx=10, fontSize=11, color="#1d2330", limit=_TEXT_LIMIT).encode(
+        x=alt.value(_PLOT_WIDTH), y=y, **offset, text="text:N")
+    layers: list[alt.Chart] = [one, points, figures]
+    if any(v["ratio_lo"] is not None for v in values):
+        layers.insert(1, alt.Chart(data).mark_rule(color="#5a6275").encode(
+            x=alt.X("ratio_lo:Q"), x2="ratio_hi:Q", y=y, **offset))
+    step = _step(values, len(series) if several else 1)
+    spec: dict[str, Any] = alt.layer(*layers).properties(width=_PLOT_WIDTH, height=alt.Step(step)).to_dict()
+    return spec
+
+
+# -- values: each variant's figure and its spread ---------------------------------------
+
+def _spread(cell: dict[str, Any]) -> tuple[float, float] | None:
+    """The whisker of a cell, as the tables' ± says it: the interquartile range from
+    FEW_SAMPLES samples on, the range below, none for one sample."""
+    n = cell.get("n", 1)
+    if n >= FEW_SAMPLES and "q1" in cell:
+        return cell["q1"], cell["q3"]
+    if n > 1 and "min" in cell:
+        return cell["min"], cell["max"]
+    return None
+
+
+def values_chart(report: dict[str, Any], metrics: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Each variant's median as a bar with its repeats' spread, per metric, written out
+    beside it (value, spread, n) as Phoronix's result viewer shows a result: each metric's
+    bars to its own scale (the longest whisker or bar is the full width), for a group's
+    metrics have units of their own."""
+    names = [v["name"] for v in report["variants"]]
+    labels = row_labels([m["label"] for m in metrics], [m["name"] for m in metrics])
+    rows = []
+    for m, label in zip(metrics, labels, strict=True):
+        cells = {n: m["values"].get(n) or {} for n in names}
+        tops = [max([c["median"], *(_spread(c) or ())], key=abs) for c in cells.values() if "median" in c]
+        top = max((abs(t) for t in tops), default=0.0) or 1.0
+        row = f"{label}\n{display_unit(m, report['mode'])}"
+        for n, c in cells.items():
+            spread = _spread(c) if "median" in c else None
+            rows.append({"row": row, "label": m["label"], "variant": n,
+                         "bar": c["median"] / top if "median" in c else None,
+                         "lo": spread[0] / top if spread else None, "hi": spread[1] / top if spread else None,
+                         "text": f"{n}: {'n/a' if 'not_available' in c else fmt_cell(c or None, m['unit'])}",
+                         "why": c.get("not_available", "")})
+    if not rows:
+        return None
+    data = _data(rows)
+    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=_label_axis())
+    offset = alt.YOffset("variant:N", sort=names)
+    colour = alt.Color("variant:N", sort=names, legend=None)
+    low = min([0.0] + [r[k] for r in rows for k in ("bar", "lo") if r[k] is not None])
+    x = alt.X("bar:Q", axis=None, scale=alt.Scale(domain=[low, 1.0], nice=False, clamp=True))
+    bars = alt.Chart(data).mark_bar(height={"band": 0.8}).encode(
+        x=x, y=y, yOffset=offset, color=colour, tooltip=[alt.Tooltip("label:N", title="metric"), "text:N", "why:N"])
+    whiskers = alt.Chart(data).mark_rule(color="#1d2330").encode(x="lo:Q", x2="hi:Q", y=y, yOffset=offset)
+    figures = alt.Chart(data).mark_text(align="left", dx=8, fontSize=11, color="#1d2330", limit=_TEXT_LIMIT).encode(
+        x=alt.value(_PLOT_WIDTH), y=y, yOffset=offset, text="text:N", tooltip=["text:N", "why:N"])
+    step = _step(rows, len(names))
+    return alt.layer(bars, whiskers, figures).properties(width=_PLOT_WIDTH, height=alt.Step(step)).to_dict()
 
 
 # -- compare ---------------------------------------------------------------------------
@@ -155,10 +347,14 @@ def compare_sections(report: dict[str, Any], metrics: Iterable[str] | None = Non
     shown = [m for m in shown_metrics(report, show_all=False) if wanted is None or m["name"] in wanted]
     prefix = f"{heading}: " if heading else ""
     sections = []
+    baseline = report["variants"][0]["name"]
     deltas = _delta_charts(report, shown)
     if deltas:
-        sections.append(Section(f"{prefix}Change against {report['variants'][0]['name']}", charts=deltas,
+        sections.append(Section(f"{prefix}Change against {baseline}", charts=deltas,
                                 paragraphs=[_delta_legend(report)]))
+    values = _values_charts(report, shown)
+    if values:
+        sections.append(Section(f"{prefix}Values per variant", charts=values, paragraphs=[_values_legend(report)]))
     if wanted is None:
         timeline = _boot_charts(report)
         if timeline:
@@ -173,30 +369,44 @@ def compare_sections(report: dict[str, Any], metrics: Iterable[str] | None = Non
 
 
 def _delta_legend(report: dict[str, Any]) -> str:
+    scale = ("Each change is the ratio of the two medians on a log scale, labelled in % change: a doubling "
+             "(+100%) and a halving (-50%) lie as far from 0%, and +100% stays apart from +900%. ")
     if modes.get(report["mode"]).deterministic:
-        return ("Exact differences (icount: reruns are identical). Filled: a difference; hollow: no difference "
-                "(within the metric's noise floor or the spread of its repeats); cross: not compared (not to be "
-                "believed from what was measured: the tooltip says why).")
-    return ("Medians' difference with its 95% confidence interval. Filled: significant after the correction "
-            "for many metrics; hollow: not significant, no difference; cross: not compared (the tooltip says why).")
+        return scale + ("Exact differences (icount: reruns are identical). Worse or better, filled: a difference "
+                        "larger than the metric's noise floor and the spread of its repeats; no difference, hollow: "
+                        "within them; not compared, a cross: not to be believed from what was measured (a host "
+                        "clock's single run, an incremental build: the tooltip says why).")
+    return scale + ("Wall clock: the medians' difference, its 95% confidence interval as a line. Worse or better, "
+                    "filled: significant after the correction for many metrics; no difference, hollow: not "
+                    "significant; not compared, a cross: not to be believed from what was measured (the tooltip "
+                    "says why).")
 
 
-# A verdict as the charts name it.
-_CHART_VERDICTS = {WORSE: "difference: worse", BETTER: "difference: better", NOT_COMPARED: "not compared"}
+def _values_legend(report: dict[str, Any]) -> str:
+    icount = (" A unit marked (icount) is an emulated time: a nanosecond is one instruction, not a hardware "
+              "time." if modes.get(report["mode"]).deterministic else "")
+    return (f"Each variant's median as a bar, each metric to its own scale (the longest bar or whisker fills the "
+            f"width); the whisker is the spread of its samples: the interquartile range from {FEW_SAMPLES} samples "
+            f"on, the range (min..max) below. Beside each: the median, the spread (± half the interquartile range "
+            f"as % of the median, or min..max) and the number of samples n." + icount)
 
 
 def _verdicts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One chart row per cell with a change, its verdict read from the report."""
     rows = []
+    labels = dict(zip((m["name"] for m in shown),
+                      row_labels([m["label"] for m in shown], [m["name"] for m in shown]), strict=True))
     for m in shown:
         for v in report["variants"][1:]:
             verdict = verdict_of(m, v["name"])
             if verdict is None or verdict["delta_pct"] is None:
                 continue
             c = m["comparison"].get(v["name"]) or {}
-            rows.append({"group": m["group"], "metric": m["label"], "variant": v["name"],
-                         "delta": round(verdict["delta_pct"], 3), "lo": c.get("ci_low_pct"), "hi": c.get("ci_high_pct"),
-                         "verdict": _CHART_VERDICTS.get(verdict["kind"], "no difference"),
+            tested = c.get("testable") and c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None
+            rows.append({"group": m["group"], "row": labels[m["name"]], "label": m["label"], "series": v["name"],
+                         "delta": round(verdict["delta_pct"], 3), "lo": c["ci_low_pct"] if tested else None,
+                         "hi": c["ci_high_pct"] if tested else None,
+                         "verdict": verdict["kind"] if verdict["kind"] in VERDICT_LEGEND else NO_DIFFERENCE,
                          "how": f"{verdict['reason']}; {verdict['how']}" if verdict["how"] else verdict["reason"]})
     return rows
 
@@ -204,26 +414,16 @@ def _verdicts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[d
 def _delta_charts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[Chart]:
     rows = _verdicts(report, shown)
     baseline = report["variants"][0]["name"]
+    return [Chart(group, change_chart([r for r in rows if r["group"] == group], f"change against {baseline}"))
+            for group in dict.fromkeys(r["group"] for r in rows)]
+
+
+def _values_charts(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> list[Chart]:
     charts = []
-    for group in dict.fromkeys(r["group"] for r in rows):
-        group_rows = [r for r in rows if r["group"] == group]
-        data = _data(group_rows)
-        y = alt.Y("metric:N", sort=None, title=None)
-        color = alt.Color("variant:N", title="variant")
-        points = alt.Chart(data).mark_point(size=70).encode(
-            x=alt.X("delta:Q", title=f"change against {baseline}, %"), y=y, color=color,
-            fill=alt.condition("indexof(datum.verdict, 'difference:') == 0", color, alt.value("transparent")),
-            shape=alt.Shape("verdict:N", title="verdict",
-                            scale=alt.Scale(domain=["difference: worse", "difference: better", "no difference",
-                                                    "not compared"],
-                                            range=["triangle-right", "triangle-left", "circle", "cross"])),
-            tooltip=["metric:N", "variant:N", alt.Tooltip("delta:Q", format="+.2f"), "verdict:N", "how:N"])
-        zero = alt.Chart(_data([{"zero": 0}])).mark_rule(color="#8a8f9c").encode(x="zero:Q")
-        layers = [zero, points]
-        if any(r["lo"] is not None for r in group_rows):   # intervals: wall mode
-            layers.insert(1, alt.Chart(data).mark_rule().encode(x="lo:Q", x2="hi:Q", y=y, color=color))
-        chart = alt.layer(*layers).properties(width=_WIDTH)
-        charts.append(Chart(group, chart.to_dict()))
+    for group in dict.fromkeys(m["group"] for m in shown):
+        spec = values_chart(report, [m for m in shown if m["group"] == group])
+        if spec is not None:
+            charts.append(Chart(group, spec))
     return charts
 
 
@@ -237,17 +437,20 @@ def _boot_charts(report: dict[str, Any]) -> list[Chart]:
         line = alt.Chart(data).mark_line(color="#c4c8d2").encode(x="t:Q", y=alt.Y("variant:N", sort=None),
                                                                  detail="variant:N")
         ticks = alt.Chart(data).mark_point(filled=True, size=90).encode(
-            x=alt.X("t:Q", title="guest time since boot (printk), s"), y=alt.Y("variant:N", sort=None, title=None),
-            color=alt.Color("milestone:N", sort=None), tooltip=["variant:N", "milestone:N",
-                                                                alt.Tooltip("t:Q", format=".4f")])
+            x=alt.X("t:Q", title=f"guest time since boot (printk), {display_unit(milestones[0], report['mode'])}"),
+            y=alt.Y("variant:N", sort=None, title=None),
+            color=alt.Color("milestone:N", sort=None, legend=alt.Legend(labelLimit=0)),
+            tooltip=["variant:N", "milestone:N", alt.Tooltip("t:Q", format=".4f")])
         charts.append(Chart("Milestones", (line + ticks).properties(width=_WIDTH).to_dict()))
     initcalls = [m for m in shown_metrics(report, show_all=False) if m["group"] == "initcalls"]
     calls = [{"variant": v["name"], "initcall": m["label"], "us": m["values"][v["name"]]["median"]}
              for m in initcalls for v in report["variants"] if "median" in m["values"].get(v["name"], {})]
     if calls:
         chart = alt.Chart(_data(calls)).mark_bar().encode(
-            x=alt.X("us:Q", title="initcall time, us"), y=alt.Y("initcall:N", sort="-x", title=None),
-            yOffset="variant:N", color="variant:N", tooltip=["initcall:N", "variant:N", "us:Q"])
+            x=alt.X("us:Q", title=f"initcall time, {display_unit(initcalls[0], report['mode'])}"),
+            y=alt.Y("initcall:N", sort="-x", title=None, axis=alt.Axis(labelLimit=0)),
+            yOffset="variant:N", tooltip=["initcall:N", "variant:N", "us:Q"],
+            color=alt.Color("variant:N", legend=alt.Legend() if len(report["variants"]) > 1 else None))
         charts.append(Chart("The slowest initcalls", chart.properties(width=_WIDTH).to_dict()))
     return charts
 
@@ -282,7 +485,7 @@ def _metric_table(report: dict[str, Any], shown: Sequence[dict[str, Any]]) -> Ta
         if m["group"] != group:
             group = m["group"]
             rows.append(Row(group=group))
-        cells = [Cell(m["label"]), Cell(m["unit"])]
+        cells = [Cell(m["label"]), Cell(display_unit(m, report["mode"]))]
         cells += [Cell(fmt_cell(m["values"].get(n), m["unit"]), "num") for n in names]
         for n in names[1:]:
             verdict = verdict_of(m, n)
@@ -342,13 +545,9 @@ def study_page(study: dict[str, Any], details: str) -> str:
     for arch, report in study["reports"].items():
         sections.append(Section(f"{arch}: how", items=header_lines(report)))
         sections += compare_sections(report, metrics, heading=arch)
-    sections.append(Section("The text report", paragraphs=[], tables=[_pre_table(details)]))
+    sections.append(Section("The text report", text=details))
     return page(f"kernellab study {study['study']}: {study['title']}", study["question"], sections,
                 f"kernellab study report format {study['format_version']}")
-
-
-def _pre_table(text: str) -> Table:
-    return Table(["line"], [Row([Cell(line)]) for line in text.splitlines()])
 
 
 def sweep_page(result: dict[str, Any]) -> str:
@@ -357,27 +556,13 @@ def sweep_page(result: dict[str, Any]) -> str:
         f"{len(result['flips'])} option(s) flipped one at a time from the baseline",
         f"cost: {result['builds']} build(s), {result['boots']} boot(s), {result['wall_s']:.0f} s wall"])]
     for metric in result["metrics"]:
-        unit = describe(metric, "").unit
-        rows = []
-        for f in result["flips"]:
-            c = f["effects"].get(metric, {})
-            if c.get("delta_pct") is not None:
-                rows.append({"option": f"{f['option']}={f['value']}", "delta": c["delta_pct"],
-                             "lo": c.get("ci_low_pct"), "hi": c.get("ci_high_pct"),
-                             "verdict": c["verdict"]["kind"] if "verdict" in c else "not judged (an older file)"})
-        rows.sort(key=lambda r: -abs(r["delta"]))
-        order = [r["option"] for r in rows]
-        data = _data(rows)
-        layers = [alt.Chart(data).mark_bar().encode(
-            x=alt.X("delta:Q", title=f"change of {metric} against the baseline, %"),
-            y=alt.Y("option:N", sort=order, title=None), color=alt.Color("verdict:N"),
-            tooltip=["option:N", alt.Tooltip("delta:Q", format="+.2f"), "verdict:N"])]
-        if any(r["lo"] is not None for r in rows):
-            layers.append(alt.Chart(data).mark_rule().encode(x="lo:Q", x2="hi:Q", y=alt.Y("option:N", sort=order)))
+        about = describe(metric, "")
+        unit = display_unit({"name": about.name, "unit": about.unit, "clock": about.clock}, result["mode"])
+        rows = _sweep_rows(result, metric)
         section = Section(f"{metric}: the options ranked by effect",
-                          paragraphs=[f"baseline {fmt_value(result['baseline'][metric], unit)} {unit}"])
+                          paragraphs=[f"baseline {fmt_value(result['baseline'][metric], about.unit)} {unit}"])
         if rows:
-            section.charts.append(Chart(metric, alt.layer(*layers).properties(width=_WIDTH).to_dict()))
+            section.charts.append(Chart(metric, change_chart(rows, f"change of {metric} against the baseline")))
         sections.append(section)
     sections.append(Section("What each flip changed", tables=[Table(
         ["option", "objects depending on it", "build", "also changed", "not applied"],
@@ -386,6 +571,25 @@ def sweep_page(result: dict[str, Any]) -> str:
               Cell(", ".join(f["also_changed"])), Cell("; ".join(f["dropped"]), "failed")])
          for f in result["flips"]])]))
     return page("kernellab sweep", ", ".join(result["metrics"]), sections, modes.get(result["mode"]).summary)
+
+
+def _sweep_rows(result: dict[str, Any], metric: str) -> list[dict[str, Any]]:
+    """Each flip's change of the metric, the largest first, as change_chart draws it."""
+    rows = []
+    for f in result["flips"]:
+        c = f["effects"].get(metric, {})
+        if c.get("delta_pct") is None:
+            continue
+        verdict = c.get("verdict") or {"kind": NOT_COMPARED, "reason": "not judged (a file from an older kernellab)"}
+        option = f"{f['option']}={f['value']}"
+        tested = c.get("ci_low_pct") is not None and c.get("ci_high_pct") is not None
+        rows.append({"row": option, "label": option, "series": "", "delta": c["delta_pct"],
+                     "lo": c["ci_low_pct"] if tested else None, "hi": c["ci_high_pct"] if tested else None,
+                     "verdict": verdict["kind"] if verdict["kind"] in VERDICT_LEGEND else NO_DIFFERENCE,
+                     "how": verdict.get("reason", "")})
+    rows.sort(key=lambda r: -abs(r["delta"]))
+    labels = row_labels([r["row"] for r in rows], [r["row"] for r in rows])
+    return [r | {"row": label} for r, label in zip(rows, labels, strict=True)]
 
 
 def bisect_page(result: dict[str, Any], text: str) -> str:
@@ -407,7 +611,7 @@ def bisect_page(result: dict[str, Any], text: str) -> str:
         section.charts.append(Chart("Each probe's value between good and bad", (points + marks.mark_rule(
             strokeDash=[4, 3]).encode(y="v:Q", color="k:N")).properties(width=_WIDTH).to_dict()))
     sections = [Section("Summary", summary=[line for line in text.splitlines()[:3] if line]),
-                Section("Culprits", tables=[culprits]), section, Section("The text report", tables=[_pre_table(text)])]
+                Section("Culprits", tables=[culprits]), section, Section("The text report", text=text)]
     return page(f"kernellab bisect: {result['metric']}", modes.get(result["mode"]).summary, sections,
                 modes.get(result["mode"]).summary)
 
@@ -431,13 +635,17 @@ _VERDICT_TITLES = {"change": "Recommended changes", "boot": "Changes made at boo
                    "ok": "Already as recommended", "n/a": "Not applicable"}
 
 
-def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str,
-               measured: dict[str, Any] | None = None) -> str:
-    sections = [Section("Summary", summary=[
-        f"{sum(f['verdict'] == v for f in findings)} finding(s): {_VERDICT_TITLES[v].lower()}"
-        for v in _VERDICT_TITLES if any(f["verdict"] == v for f in findings)])]
+# The audit table's columns: the option's name whole, the evidence a third of the page.
+_AUDIT_WIDTHS = ("18%", "24%", "5%", "11%", "14%", "28%")
+
+
+def audit_page(audit: dict[str, Any]) -> str:
+    """An audit (auditreport.body) as a page: the head every view of it has (the same counts,
+    of rules), then its rules grouped by their verdict."""
+    findings = audit["findings"]
+    sections = [Section("Summary", summary=summary_lines(audit))]
     for verdict, title in _VERDICT_TITLES.items():
-        chosen = [f for f in findings if f["verdict"] == verdict]
+        chosen = [f for f in findings if f["rule_verdict"] == verdict]
         if not chosen:
             continue
         rows: list[Row] = []
@@ -449,12 +657,15 @@ def audit_page(findings: Sequence[dict[str, Any]], config: str, profile: str,
             evidence = f["evidence"][0] if f["evidence"] else None
             rows.append(Row([Cell(f["title"]), Cell(f["option"]), Cell(f["current"] or "not set"),
                              Cell(f["recommended"] or "/".join(f["expected"])), Cell(f["reason"]),
-                             Cell(_evidence_text(evidence), href=link(evidence["source"]) if evidence else "")]))
+                             Cell(_evidence_text(evidence), "evidence",
+                                  href=link(evidence["source"]) if evidence else "")]))
         sections.append(Section(title, tables=[Table(["rule", "option", "now", "recommended", "why", "evidence"],
-                                                     rows)]))
+                                                     rows, widths=_AUDIT_WIDTHS)]))
+    measured = audit.get("measured")
     if measured:
         sections.append(_measured_section(measured))
-    return page(f"kernellab audit: {config}", f"profile {profile}", sections, "rules: src/kernellab/knowledge")
+    return page(f"kernellab audit: {audit['config']}", f"profile {audit['profile']}", sections,
+                "rules: src/kernellab/knowledge")
 
 
 def _measured_section(m: dict[str, Any]) -> Section:
@@ -477,7 +688,10 @@ def _caveat(r: dict[str, Any]) -> str:
 
 
 def _evidence_text(e: dict[str, Any] | None) -> str:
+    """The figure and where it is from: a linked source by its site (the link has the
+    address: a whole one in the text made the table wider than the page)."""
     if e is None:
         return "-"
     checked = {True: "", False: " (not verified)", None: ""}[e.get("verified")]
-    return f"{e['figure']}{checked} - {e['source']}"
+    site = re.match(r"https?://(?:www\.)?([^/]+)", e["source"]) if link(e["source"]) else None
+    return f"{e['figure']}{checked} ({site.group(1)})" if site else f"{e['figure']}{checked} - {e['source']}"

@@ -27,21 +27,24 @@ from typing import Any
 
 from ..errors import LabError
 from . import reading
-from .terminal import printable_tree
+from .terminal import Screen, printable_tree
 
 TAG = "format"
 VERSION = "format_version"
 # The modules under report/ that register a kind, one each; importing them registers it.
 KIND_MODULES = ("compare", "studyreport", "costtable", "sweep", "bisect", "auditreport", "noisefloor", "size",
-                "profile", "crosscheck")
+                "profile", "crosscheck", "why")
 
 
 @dataclass(frozen=True)
 class View:
-    """What a renderer may need beyond the result: --all, and the gate's checks (gate.Check)
-    for JUnit."""
+    """What a renderer may need beyond the result: --all, the gate's checks (gate.Check)
+    for JUnit, the screen a terminal view is fitted to (the default: the full width, as in
+    a file) and --verbose (the whole header on a screen; a file always has it)."""
     show_all: bool = False
     checks: Sequence[Any] = ()
+    screen: Screen = Screen()
+    verbose: bool = False
 
 
 Renderer = Callable[[dict[str, Any], View], str]

@@ -1,5 +1,6 @@
 """What reaches the terminal: text that came from a report, a console log or the store,
-made printable; and standard output, whose reader may go away.
+made printable; standard output, whose reader may go away; and the screen a view is
+fitted to (Screen: its width, and whether it takes colours).
 
 A report travels through CI artifacts and a console log is whatever the guest printed:
 an escape sequence in either would, printed raw, retitle the window, hide lines or move
@@ -9,11 +10,54 @@ the cursor over what kernellab said. Every such text goes through `printable` (o
 
 from __future__ import annotations
 
+import os
+import shutil
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..printable import printable
 
-__all__ = ["GuardedOutput", "OutputLost", "printable", "printable_tree"]
+__all__ = ["GuardedOutput", "OutputLost", "Screen", "printable", "printable_tree"]
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Where a view goes. `width`: the columns it must fit, None for the full width (a file
+    or a pipe keeps every column and every header line: nothing is left out where nobody
+    sees that it was); `colour`: a terminal, which shows the verdicts' colours."""
+    width: int | None = None
+    colour: bool = False
+
+    @classmethod
+    def of(cls, stream: Any) -> Screen:
+        """The screen `stream` writes to. COLUMNS, when set, is a width asked for, on a
+        terminal or not (`COLUMNS=80 kernellab compare | less`); else a terminal's own
+        width; else (a file, a pipe) the full width. NO_COLOR turns colours off (rich)."""
+        asked = os.environ.get("COLUMNS", "")
+        terminal = _is_terminal(stream)
+        if asked.isdigit() and int(asked) > 0:
+            return cls(int(asked), terminal)
+        if terminal:
+            return cls(_columns(stream), True)
+        return cls()
+
+
+def _columns(stream: Any) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return shutil.get_terminal_size().columns
+
+
+# A file's: the full width, no colours.
+FULL_SCREEN = Screen()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):   # a closed or replaced stream
+        return False
 
 
 def printable_tree(value: Any) -> Any:

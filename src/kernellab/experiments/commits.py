@@ -1,0 +1,234 @@
+"""Which commit moved a metric: the first-parent history between two refs of one git
+repository, a bisection over it that skips what does not build or boot, and the revert
+that confirms the culprit.
+
+The search walks the first-parent line (as `git bisect --first-parent`): a merge is one
+step, the branch it brings in is not searched inside, so every probe is a commit that
+was once the tip of the line, built and tested as such. Each probe is told apart from the
+reference (GOOD, or the last culprit found) by a three-way verdict; a probe that cannot
+be measured (it does not build, its kernel panics) is skipped as `git bisect skip` does,
+and the next probe is the untried commit nearest the middle. When only skipped commits
+are left between the last commit like the reference and the first unlike it, the answer
+is all of them: the culprit is one of those.
+
+Everything here reads the repository but for the revert, made on a detached scratch
+worktree (its commit is reachable by id only: no branch, no ref, the user's checkout
+untouched) with a fixed author, committer and date, so that the same revert is the same
+commit, and its build is found again in the store after an interruption.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from .. import paths
+from ..errors import LabError
+from ..locks import locked
+from ..proc import require_tool
+from .probe import DIFFERENT, SAME, Verdict
+
+GIT = "git:"
+RANGE = ".."
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+    author: str
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+    def to_dict(self) -> dict[str, str]:
+        return {"sha": self.sha, "subject": self.subject, "author": self.author}
+
+
+@dataclass(frozen=True)
+class History:
+    """GOOD, BAD and the first-parent commits after GOOD up to BAD, oldest first (BAD last)."""
+    repo: Path
+    good: Commit
+    bad: Commit
+    commits: tuple[Commit, ...]
+
+    def source(self, sha: str) -> str:
+        return f"{GIT}{self.repo}@{sha}"
+
+    def max_builds(self) -> int:
+        """The issue's bound for one culprit, confirmation included: ceil(log2 N) + 3."""
+        return math.ceil(math.log2(max(len(self.commits), 1))) + 3
+
+    def to_dict(self) -> dict[str, object]:
+        return {"repo": str(self.repo), "good": self.good.to_dict(), "bad": self.bad.to_dict(),
+                "first_parent": True, "commits": [c.to_dict() for c in self.commits]}
+
+
+def git_ref(source: str) -> tuple[Path, str] | None:
+    """(repository, ref) of a `git:PATH@REF` source; None for any other kind."""
+    if not source.startswith(GIT):
+        return None
+    repo, at, ref = source.removeprefix(GIT).rpartition("@")
+    if not at or not repo or not ref:
+        raise LabError(f"bad source {source!r}: give git:PATH@REF (REF a branch, tag or commit)")
+    return Path(repo).expanduser().resolve(), ref
+
+
+def parse_range(text: str) -> tuple[str, str]:
+    """`git:PATH@GOOD..BAD` -> the two sources `git:PATH@GOOD`, `git:PATH@BAD`."""
+    repo, at, refs = text.removeprefix(GIT).rpartition("@")
+    good, dots, bad = refs.partition(RANGE)
+    if not text.startswith(GIT) or not at or not repo or not dots or not good or not bad or RANGE in bad:
+        raise LabError(f"--source-range {text!r}: give git:PATH@GOOD..BAD (two refs of one repository)")
+    return f"{GIT}{repo}@{good}", f"{GIT}{repo}@{bad}"
+
+
+def history(good_source: str, bad_source: str) -> History | None:
+    """The commits between two git sources of one repository, checked before anything is
+    built; None when they are not refs of one repository (the code part then stays whole)."""
+    good_ref, bad_ref = git_ref(good_source), git_ref(bad_source)
+    if good_ref is None or bad_ref is None or good_ref[0] != bad_ref[0]:
+        return None
+    require_tool("git")
+    repo = good_ref[0]
+    if _git(repo, "rev-parse", "--git-dir") is None:
+        raise LabError(f"{repo} is not a git repository: give git:PATH@REF of one")
+    good, bad = (_commit(repo, ref) for ref in (good_ref[1], bad_ref[1]))
+    dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    if dirty:
+        raise LabError(f"{repo} has uncommitted changes: commit or stash them first (the search builds commits, "
+                       "and a culprit's revert is tried on a scratch worktree of the repository)")
+    if good.sha == bad.sha:
+        return History(repo, good, bad, ())
+    if not _is_ancestor(repo, good.sha, bad.sha):
+        backwards = _is_ancestor(repo, bad.sha, good.sha)
+        raise LabError(f"{good_ref[1]} and {bad_ref[1]} of {repo}: " +
+                       (f"{good_ref[1]} comes after {bad_ref[1]}: give the older one first (A) and the newer (B)"
+                        if backwards else "neither is an ancestor of the other: give two refs of one line of history"))
+    shas = (_git(repo, "rev-list", "--first-parent", "--reverse", f"{good.sha}..{bad.sha}") or "").split()
+    line = set((_git(repo, "rev-list", "--first-parent", bad.sha) or "").split())
+    if good.sha not in line:
+        raise LabError(f"{good_ref[1]} is not on the first-parent line of {bad_ref[1]} (it came in by a merge): "
+                       f"give a commit of that line (`git -C {repo} log --first-parent --oneline {bad_ref[1]}`)")
+    return History(repo, good, bad, tuple(_commit(repo, sha) for sha in shas))
+
+
+def _commit(repo: Path, ref: str) -> Commit:
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if sha is None:
+        raise LabError(f"{ref!r} is no branch, tag or commit of {repo} (`git -C {repo} log --oneline` lists them)")
+    info = _git(repo, "log", "-1", "--format=%s%x00%an <%ae>", sha) or "\0"
+    subject, _, author = info.partition("\0")
+    return Commit(sha, subject, author)
+
+
+def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
+                          capture_output=True).returncode == 0
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
+    """git's stdout, stripped; None when git fails."""
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def revert(h: History, culprit: Commit) -> tuple[str | None, str]:
+    """BAD with the culprit reverted, as a commit of the repository: (its id, how), or
+    (None, why not) when `git revert` does not apply cleanly."""
+    scratch = paths.cache_dir("why") / paths.component("commit", f"revert-{h.bad.short}-{culprit.short}")
+    with locked(scratch.with_name(scratch.name + ".lock")):
+        shutil.rmtree(scratch, ignore_errors=True)
+        _git(h.repo, "worktree", "prune")
+        if _git(h.repo, "worktree", "add", "--detach", str(scratch), h.bad.sha) is None:
+            return None, f"git worktree add at {h.bad.short} failed"
+        try:
+            # The same revert is the same commit (and build) every time: fixed names and dates.
+            date = _git(h.repo, "log", "-1", "--format=%cI", h.bad.sha) or "2000-01-01T00:00:00Z"
+            env = {"GIT_AUTHOR_NAME": "kernellab", "GIT_AUTHOR_EMAIL": "kernellab@localhost",
+                   "GIT_COMMITTER_NAME": "kernellab", "GIT_COMMITTER_EMAIL": "kernellab@localhost",
+                   "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            if _git(scratch, "revert", "--no-edit", culprit.sha, env=env) is None:
+                return None, f"`git revert {culprit.short}` does not apply cleanly on {h.bad.short}"
+            sha = _git(scratch, "rev-parse", "HEAD")
+            return sha, f"`git revert {culprit.short}` on {h.bad.short}"
+        finally:
+            _git(h.repo, "worktree", "remove", "--force", str(scratch))
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+# -- the search --------------------------------------------------------------------
+
+P = TypeVar("P")
+
+
+@dataclass
+class Step:
+    """One probe of the search: the commit's index, and what became of it."""
+    index: int
+    verdict: Verdict | None = None   # against the reference; None: skipped
+    skipped: str = ""                # why it could not be measured
+
+
+@dataclass
+class Found(Generic[P]):
+    index: int                        # the culprit (the first commit unlike the reference)
+    before: int                       # the last commit like it (-1: GOOD)
+    probe: P
+    before_probe: P
+    reference: P                      # what "like GOOD" meant: GOOD, or the last culprit found
+    suspects: list[int] = field(default_factory=list)   # when skips hide it: every commit it may be
+
+
+class Search(Generic[P]):
+    """The bisection over commits 0..N-1 (N-1 is BAD), GOOD being -1. `probe_at(i)` measures
+    commit i (None: skipped, `skip_reason` says why); `compare(ref, probe)` is the verdict
+    of a probe against the reference."""
+
+    def __init__(self, count: int, probe_at: Callable[[int], P | None], compare: Callable[[P, P], Verdict],
+                 skip_reason: Callable[[int], str], log: Callable[[str], None]) -> None:
+        self.count, self.probe_at, self.compare = count, probe_at, compare
+        self.skip_reason, self.log = skip_reason, log
+        self.steps: list[Step] = []
+        self.skipped: set[int] = set()
+
+    def find(self, low: int, low_probe: P, high: int, high_probe: P) -> Found[P]:
+        """`low` is like the reference (`low_probe`), `high` unlike it: the first commit
+        after `low` that is unlike it."""
+        ref = low_probe
+        while high - low > 1:
+            pick = self._pick(low, high)
+            if pick is None:
+                suspects = list(range(low + 1, high + 1))
+                self.log(f"only skipped commits are left between {low} and {high}: the culprit is one of "
+                         f"{len(suspects)}")
+                return Found(high, low, high_probe, low_probe, ref, suspects)
+            probe = self.probe_at(pick)
+            if probe is None:
+                self.skipped.add(pick)
+                self.steps.append(Step(pick, None, self.skip_reason(pick)))
+                continue
+            v = self.compare(ref, probe)
+            self.steps.append(Step(pick, v))
+            if v.kind == DIFFERENT:
+                high, high_probe = pick, probe
+            elif v.kind == SAME or self.compare(high_probe, probe).kind == DIFFERENT:
+                low, low_probe = pick, probe
+            else:
+                # Like neither end for sure: the culprit lies in (low, high], not narrowed further.
+                return Found(high, low, high_probe, low_probe, ref, list(range(low + 1, high + 1)))
+        return Found(high, low, high_probe, low_probe, ref)
+
+    def _pick(self, low: int, high: int) -> int | None:
+        """The untried commit nearest the middle of (low, high), as git bisect skip does."""
+        middle = (low + high) // 2
+        left = [i for i in range(low + 1, high) if i not in self.skipped]
+        return min(left, key=lambda i: (abs(i - middle), i)) if left else None

@@ -1,0 +1,441 @@
+"""Why is B slower than A: the change A -> B on a metric split into parts that add up, each
+part taken down to its culprits with their measured shares.
+
+The split is a chain of kernels from A to B, one axis changing at each step, so that the
+steps add up to the whole change by construction:
+
+    A --code--> B's source, A's configuration (carried by olddefconfig), A's toolchain
+      --toolchain--> the same with B's toolchain        (when the toolchains differ)
+      --configuration--> B's source and configuration, A's boot words
+      --boot words--> B                                   (when the boot words differ)
+
+The code step goes down to commits when A's and B's sources are refs of one git repository
+(experiments.commits: first-parent bisection with A's configuration held fixed, skips,
+confirmation by revert); the configuration step goes down to options by the option
+bisection (experiments.bisect: Kconfig-valid, blast-radius ordering, confirmation by
+revert), called as it is. A culprit's share is the change it makes where it was found
+(a commit against its parent, an option alone on the configuration step's start); what no
+culprit explains is the remainder.
+
+Every kernel is a probe (experiments.probe), built and booted through the store: after an
+interruption the same command reuses every probe measured, and a commit that did not
+build is remembered and not built again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from .. import modes, paths
+from ..config.dotconfig import differing
+from ..errors import LabError
+from ..metrics.catalog import describe
+from ..store import Store
+from ..workloads import Instance
+from . import cluster_probe, commits, executor
+from .bisect import Bisector, ProberLike
+from .commits import Commit, History
+from .placement import Placement
+from .probe import DIFFERENT, SAME, Probe, Prober, Verdict, base_file
+from .spec import VariantSpec
+
+MAX_COMMIT_CULPRITS = 4   # commits found one after another on a metric, at most
+
+
+@dataclass
+class Ask:
+    a: VariantSpec
+    b: VariantSpec
+    metrics: list[str]
+    mode: modes.Mode
+    thresholds: dict[str, float]          # metric -> smallest change that counts, in %
+    max_runs: int
+    placement: Placement
+    cluster: executor.Cluster | None = None
+    workloads: tuple[Instance, ...] = ()
+
+
+@dataclass
+class Point:
+    """One kernel of the answer: what it is, and its measurement (None: skipped)."""
+    label: str
+    role: str                    # A, B, split, toolchain, configuration, commit, revert
+    spec: VariantSpec
+    probe: Probe | None = None
+    prober: Prober | None = None
+    commit: Commit | None = None
+    not_carried: list[str] = field(default_factory=list)   # A's options this kernel does not hold
+    skipped: str = ""
+    build_failed: bool = False
+
+    def value(self, metric: str) -> float:
+        assert self.probe is not None
+        return self.probe.value(metric)
+
+
+class _Runs:
+    """More runs of a probe, by the prober that made it: the stopping rule (the option
+    bisection's, Bisector._settle) asks for them, and every point has its own prober."""
+
+    def __init__(self) -> None:
+        self.owner: dict[int, Prober] = {}
+
+    def more_runs(self, probe: Probe, runs: int = 1) -> None:
+        self.owner[id(probe)].more_runs(probe, runs=runs)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What was checked before anything is built."""
+    a_text: str
+    b_text: str
+    a_values: dict[str, str]
+    history: History | None
+
+
+def check(a: VariantSpec, b: VariantSpec, metrics: list[str], placement: Placement) -> Checked:
+    """Bad input, one line each, before any build."""
+    if a.arch != b.arch:
+        raise LabError(f"why compares two kernels of one arch: A is {a.arch}, B {b.arch}")
+    for axis in ("vcpus", "devices", "fs"):
+        if getattr(a, axis) != getattr(b, axis):
+            raise LabError(f"why splits source, configuration, toolchain and boot words: give A and B the same "
+                           f"{axis} (compare them with `kernellab compare`)")
+    history = commits.history(a.source, b.source)
+    pa, pb = placement.prepare(a), placement.prepare(b)
+    if pa.toolchain is None or pb.toolchain is None or not pa.built or not pb.built:
+        raise LabError("why builds A, B and the kernels between them: give two variants kernellab builds "
+                       "(not the running kernel or a prebuilt image as they are)")
+    values = {"A": pa.config.values, "B": pb.config.values}
+    for m in metrics:
+        for (name, config), v in zip(values.items(), (a, b), strict=True):
+            missing = [o for o in describe(m, "").needs if config.get(o, "n") == "n"]
+            if missing:
+                raise LabError(f"{m} needs {', '.join(missing)}, which {name} ({v.name}) does not set: why explains "
+                               "a metric both kernels have")
+    return Checked(pa.config.text, pb.config.text, values["A"], history)
+
+
+class Why:
+    def __init__(self, store: Store, ask: Ask, checked: Checked, log: Callable[[str], None] = print) -> None:
+        self.store, self.ask, self.checked, self.log = store, ask, checked, log
+        self.runs = _Runs()
+        self.points: list[Point] = []
+        self._known: dict[tuple[str, ...], Point] = {}
+        self._settlers: dict[str, Bisector] = {}
+        self._commits: dict[str, Point] = {}
+        self._searches: dict[str, dict[str, Any]] = {}         # metric -> how its commits were searched
+        self._option_searches: dict[str, dict[str, Any]] = {}  # metric -> the option bisection's result
+        self.builds = self.boots = 0
+
+    # -- the answer --------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        start = time.monotonic()
+        checked = self.checked
+        a, b = self.ask.a, self.ask.b
+        self.a_text, self.a_values, self.history = checked.a_text, checked.a_values, checked.history
+        pa = self._measure("A", "A", a)
+        pb = self._measure("B", "B", b)
+        for m in self.ask.metrics:
+            self._check_regression(m, pa, pb)
+        split = self._measure("split", "split", self._carried(b.source, a.toolchain, "split"))
+        tool = (self._measure("toolchain", "toolchain", self._carried(b.source, b.toolchain, "toolchain"))
+                if a.toolchain != b.toolchain else split)
+        config_end = (self._measure("configuration", "configuration",
+                                    replace(b, name="configuration", boot_args=list(a.boot_args),
+                                            sysctls=dict(a.sysctls)))
+                      if a.boot_words() != b.boot_words() else pb)
+        chain = [("code", pa, split), ("toolchain", split, tool), ("configuration", tool, config_end),
+                 ("boot words", config_end, pb)]
+        answers = [self._metric(m, pa, pb, chain) for m in self.ask.metrics]
+        return {"a": _variant(a), "b": _variant(b), "mode": self.ask.mode.name,
+                "thresholds": self.ask.thresholds,
+                "history": self.history.to_dict() if self.history else None,
+                "not_carried": split.not_carried,
+                "metrics": answers,
+                "probes": [_probe_row(p, self.ask.metrics) for p in self.points],
+                "builds": self.builds, "boots": self.boots, "wall_s": time.monotonic() - start}
+
+    def _check_regression(self, m: str, pa: Point, pb: Point) -> None:
+        """GOOD must be better than BAD: why explains a change for the worse."""
+        v = self._settle(m, pa, pb)
+        if v.kind != DIFFERENT:
+            raise LabError(f"A is not better than B on {m}: they do not differ by the threshold "
+                           f"({self.ask.thresholds[m]:g}%): {v.reason}")
+        if not _worse(m, pa.value(m), pb.value(m)):
+            raise LabError(f"A is not better than B on {m} (A {pa.value(m):.4g}, B {pb.value(m):.4g}): "
+                           "why explains a regression; give them the other way round to explain the improvement")
+
+    def _metric(self, m: str, pa: Point, pb: Point, chain: list[tuple[str, Point, Point]]) -> dict[str, Any]:
+        good, bad = pa.value(m), pb.value(m)
+        total = bad - good
+        parts, culprits = [], []
+        for name, low, high in chain:
+            if low is high:
+                continue
+            v = self._settle(m, low, high)
+            delta = high.value(m) - low.value(m)
+            parts.append({"part": name, "from": low.label, "to": high.label, "delta": delta,
+                          "share_pct": _share(delta, total), "verdict": _verdict(v), "how": self._how(m, low, high)})
+            if v.kind != DIFFERENT:
+                continue
+            if name == "code":
+                culprits += self._commit_culprits(m, pa, high, total)
+            elif name == "configuration":
+                culprits += self._option_culprits(m, low, high, total)
+            else:
+                culprits.append({"kind": name, "name": _axis(name, self.ask.a, self.ask.b), "share": delta,
+                                 "share_pct": _share(delta, total), "from_value": low.value(m),
+                                 "change_pct": _pct(delta, low.value(m)), "verdict": _verdict(v),
+                                 "how": self._how(m, low, high)})
+        culprits.sort(key=lambda c: -abs(c["share"]))
+        remainder = total - sum(c["share"] for c in culprits)
+        floor = abs(good) * self.ask.thresholds[m] / 100
+        settler = self._settler(m)
+        return {"metric": m, "unit": describe(m, "").unit, "better": describe(m, "").better,
+                "a": good, "b": bad, "total": total, "total_pct": _pct(total, good),
+                "threshold_pct": self.ask.thresholds[m], "parts": parts, "culprits": culprits,
+                "remainder": remainder, "remainder_pct": _share(remainder, total),
+                "within_noise": abs(remainder) <= floor,
+                "commit_search": self._searches.get(m), "option_search": self._option_searches.get(m),
+                "unsure": list(settler.unsure)}
+
+    # -- code -> commits ---------------------------------------------------------------
+
+    def _commit_culprits(self, m: str, pa: Point, split: Point, total: float) -> list[dict[str, Any]]:
+        h = self.history
+        if h is None or not h.commits:
+            self._searches[m] = {"searched": False, "why": "A's and B's sources are not two refs of one git "
+                                                           "repository: the code part is not split into commits"}
+            return []
+        n = len(h.commits)
+        before = self.builds
+
+        def at(i: int) -> Point | None:
+            point = self._commit_point(h.commits[i]) if i < n - 1 else split
+            return point if point.probe is not None else None
+        search: commits.Search[Point] = commits.Search(
+            n, at, lambda ref, p: self._settle(m, ref, p), lambda i: self._commit_point(h.commits[i]).skipped,
+            self.log)
+        found: list[commits.Found[Point]] = []
+        low, low_point = -1, pa
+        while len(found) < MAX_COMMIT_CULPRITS and self._settle(m, low_point, split).kind == DIFFERENT:
+            f = search.find(low, low_point, n - 1, split)
+            found.append(f)
+            if f.suspects:
+                break
+            low, low_point = f.index, f.probe
+        out = []
+        for f in found:
+            commit = h.commits[f.index]
+            share = f.probe.value(m) - f.before_probe.value(m)
+            confirmation = self._confirm_commit(m, h, f, split, share)
+            out.append({"kind": "commit", "name": f"{commit.short} {commit.subject}", "commit": commit.to_dict(),
+                        "share": share, "share_pct": _share(share, total), "from_value": f.before_probe.value(m),
+                        "change_pct": _pct(share, f.before_probe.value(m)),
+                        "verdict": _verdict(self._settle(m, f.before_probe, f.probe)),
+                        "how": self._how(m, f.before_probe, f.probe) + "; against "
+                               + ("its parent" if f.before == f.index - 1 else f"the last commit like A ({f.before})"),
+                        "suspects": [h.commits[i].to_dict() for i in f.suspects],
+                        "confirmation": confirmation})
+        steps = [{"commit": h.commits[s.index].sha, "index": s.index,
+                  "verdict": _verdict(s.verdict) if s.verdict else None, "skipped": s.skipped}
+                 for s in search.steps]
+        self._searches[m] = {
+            "searched": True, "first_parent": True, "candidates": n, "steps": steps,
+            "skipped": [h.commits[i].to_dict() for i in sorted(search.skipped)],
+            "builds": self.builds - before, "max_builds": h.max_builds()}
+        return out
+
+    def _confirm_commit(self, m: str, h: History, f: commits.Found[Point], split: Point,
+                        share: float) -> dict[str, Any]:
+        """KernelCI's check: the culprit's parent does not show the change (measured by the
+        search), and B with the culprit reverted moves back."""
+        like = (Verdict(SAME, "it is the reference") if f.before_probe is f.reference
+                else self._settle(m, f.reference, f.before_probe))
+        parent = {"commit": h.commits[f.before].sha if f.before >= 0 else h.good.sha,
+                  "is_parent": f.before == f.index - 1, "verdict": _verdict(like)}
+        sha, how = commits.revert(h, h.commits[f.index])
+        if sha is None:
+            return {"parent": parent, "revert": None, "revert_how": how, "confirmed": None}
+        point = self._commit_point(Commit(sha, f"Revert \"{h.commits[f.index].subject}\"", "kernellab"), "revert")
+        if point.probe is None:
+            return {"parent": parent, "revert": sha, "revert_how": how + f": not measured ({point.skipped})",
+                    "confirmed": None}
+        v = self._settle(m, point, split)
+        back = split.value(m) - point.value(m)
+        moved_back = v.kind == DIFFERENT and (back > 0) == (share > 0)
+        return {"parent": parent, "revert": sha, "revert_how": how, "moved_back": back,
+                "verdict": _verdict(v), "confirmed": moved_back}
+
+    def _commit_point(self, commit: Commit, role: str = "commit") -> Point:
+        assert self.history is not None
+        if commit.sha in self._commits:
+            return self._commits[commit.sha]
+        spec = self._carried(self.history.source(commit.sha), self.ask.a.toolchain, f"{role}:{commit.short}")
+        self._commits[commit.sha] = self._measure(f"{role}:{commit.short}", role, spec, commit)
+        return self._commits[commit.sha]
+
+    # -- configuration -> options ------------------------------------------------------
+
+    def _option_culprits(self, m: str, low: Point, high: Point, total: float) -> list[dict[str, Any]]:
+        assert low.probe is not None and high.probe is not None and low.prober is not None
+        if not differing(low.probe.config, high.probe.config):
+            return []
+        bisector = Bisector.for_variants(self.store, low.spec, high.spec, m, self.ask.mode, self.ask.thresholds[m],
+                                         log=self.log, max_runs=self.ask.max_runs, cluster=self.ask.cluster,
+                                         placement=self.ask.placement, workloads=self.ask.workloads)
+        result = bisector.run()
+        self.builds += result.builds
+        self.boots += result.boots
+        self._option_searches[m] = result.to_dict()
+        out = []
+        for c in result.culprits:
+            share = c.alone_on_good if c.alone_on_good is not None else c.removed_from_bad
+            if share is None:
+                continue
+            brought = differing(low.probe.config, low.prober.resolve({c.option: c.value}))
+            conf = (result.confirmation or {}).get("each", {}).get(c.option)
+            out.append({"kind": "option", "name": f"{c.option}={c.value}", "option": c.option, "value": c.value,
+                        "brought_along": [f"{o}={v}" for o, v in brought.items() if o != c.option],
+                        "share": share, "share_pct": _share(share, total), "from_value": low.value(m),
+                        "change_pct": _pct(share, low.value(m)),
+                        "verdict": conf or {"verdict": "-", "reason": "not confirmed"},
+                        "how": ("alone on the configuration step's start" if c.alone_on_good is not None
+                                else "removed from B's configuration")
+                               + f"; {self.ask.mode.name}, {self.ask.mode.probe_runs} run(s) per probe",
+                        "notes": c.notes,
+                        "confirmation": {"confirmed": (result.confirmation or {}).get("confirmed"),
+                                         "removed_from_b": c.removed_from_bad}})
+        return out
+
+    # -- probes ------------------------------------------------------------------------
+
+    def _carried(self, source: str, toolchain: str, name: str) -> VariantSpec:
+        """A's configuration (and boot words) on another source or toolchain, by olddefconfig."""
+        return replace(self.ask.a, name=name, source=source, toolchain=toolchain, base=str(base_file(self.a_text)),
+                       fragments=[], options=[])
+
+    def _measure(self, label: str, role: str, spec: VariantSpec, commit: Commit | None = None) -> Point:
+        prepared = self.ask.placement.prepare(spec)
+        key = (prepared.source.content_hash, prepared.config.hash, spec.toolchain, " ".join(spec.boot_words()))
+        if key in self._known:
+            return self._known[key]
+        point = Point(label, role, spec, commit=commit,
+                      not_carried=[f"{o}: A {self.a_values.get(o, 'n')}, here {v}"
+                                   for o, v in differing(self.a_values, prepared.config.values).items()]
+                      if role in ("split", "commit", "revert") else [])
+        self._known[key] = point
+        self.points.append(point)
+        remembered = _failed_builds().get(_failure_key(key))
+        if remembered:
+            point.skipped, point.build_failed = f"does not build (remembered): {remembered}", True
+            self.log(f"{label}: skipped, {point.skipped}")
+            return point
+        a = self.ask
+        prober = cluster_probe.prober(self.store, spec, prepared.config.text, a.metrics, a.mode, a.cluster,
+                                      self.log, a.placement, "why", a.workloads)
+        point.prober = prober
+        try:
+            point.probe = prober.probe(label, {}, runs=a.mode.probe_runs)
+        except LabError as exc:
+            if commit is None:
+                raise
+            point.build_failed = not prober.probes
+            point.skipped = ("does not build: " if point.build_failed else "does not boot: ") + str(exc)
+            if point.build_failed:
+                self.builds += 1
+                _remember_failure(_failure_key(key), str(exc))
+            self.log(f"{label}: skipped, {point.skipped}")
+        finally:
+            self.builds += prober.builds
+            self.boots += prober.boots
+        if point.probe is not None:
+            self.runs.owner[id(point.probe)] = prober
+            self.log(f"{label}: " + ", ".join(f"{m} {point.probe.value(m):.4g}" for m in a.metrics))
+        return point
+
+    def _settler(self, m: str) -> Bisector:
+        if m not in self._settlers:
+            self._settlers[m] = Bisector(cast(ProberLike, self.runs), {}, m, self.ask.mode, self.ask.thresholds[m],
+                                         self.log, self.ask.max_runs)
+        return self._settlers[m]
+
+    def _settle(self, m: str, low: Point, high: Point) -> Verdict:
+        assert low.probe is not None and high.probe is not None
+        if low is high:
+            return Verdict(SAME, "the same kernel")
+        return self._settler(m)._settle(low.probe, high.probe)
+
+    def _how(self, m: str, low: Point, high: Point) -> str:
+        assert low.probe is not None and high.probe is not None
+        runs = f"{len(low.probe.runs[m])} and {len(high.probe.runs[m])} run(s)"
+        return f"{self.ask.mode.name}, {runs}: " + ("exact" if self.ask.mode.deterministic else "95% interval")
+
+
+def _worse(m: str, good: float, bad: float) -> bool:
+    return bad > good if describe(m, "").better == "lower" else bad < good
+
+
+def _pct(delta: float, reference: float) -> float | None:
+    return 100 * delta / abs(reference) if reference else None
+
+
+def _share(part: float, whole: float) -> float | None:
+    return 100 * part / whole if whole else None
+
+
+def _verdict(v: Verdict) -> dict[str, str]:
+    return {"verdict": v.kind, "reason": v.reason}
+
+
+def _axis(part: str, a: VariantSpec, b: VariantSpec) -> str:
+    if part == "toolchain":
+        return f"toolchain {a.toolchain} -> {b.toolchain}"
+    return f"boot words {' '.join(a.boot_words()) or '(none)'} -> {' '.join(b.boot_words()) or '(none)'}"
+
+
+def _variant(v: VariantSpec) -> dict[str, Any]:
+    return {"name": v.name, "source": v.source, "base": v.base, "fragments": list(v.fragments),
+            "options": list(v.options), "toolchain": v.toolchain, "boot_words": v.boot_words()}
+
+
+def _probe_row(p: Point, metrics: list[str]) -> dict[str, Any]:
+    probe = p.probe
+    return {"label": p.label, "role": p.role, "source": p.spec.source,
+            "commit": p.commit.sha if p.commit else None,
+            "values": {m: probe.value(m) for m in metrics} if probe else {},
+            "runs": max((len(probe.runs[m]) for m in metrics), default=0) if probe else 0,
+            "built": bool(probe and not probe.build.cached), "build_s": probe.build.wall_s if probe else 0.0,
+            "boots": probe.boots if probe else 0, "skipped": p.skipped, "not_carried": p.not_carried}
+
+
+# -- commits that do not build, remembered ---------------------------------------------
+
+_FAILURES = "failed-builds.json"
+
+
+def _failure_key(key: tuple[str, ...]) -> str:
+    return "|".join(key[:3])
+
+
+def _failed_builds() -> dict[str, str]:
+    try:
+        data = json.loads(paths.cache_file("why", _FAILURES).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def _remember_failure(key: str, reason: str) -> None:
+    known = _failed_builds()
+    known[key] = reason
+    path = paths.cache_file("why", _FAILURES)
+    tmp = path.with_name(f".{_FAILURES}.tmp")
+    tmp.write_text(json.dumps(known, indent=1))
+    tmp.replace(path)

@@ -1,0 +1,199 @@
+"""Tools that take what a new user has (issue 33, point 4): the config tools take variants,
+resolve says why an option was dropped, a misspelled base or metric gets a suggestion and
+never a path inside kernellab's source, `kernellab metrics` lists every metric, and the
+shell completion knows metric, study and arch names."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from kernellab import arches, errors
+from kernellab.errors import LabError
+from kernellab.experiments import study
+from kernellab.metrics.catalog import catalog
+from kernellab.report import conclusion
+from test_cli_habits import _bash_complete
+from test_study import FAST_SLOW, study_file
+
+KERNELLAB = [sys.executable, "-m", "kernellab.cli"]
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("kernellab: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def config(lab, *args: str) -> int:
+    """`kernellab config ...` on the fake tree (lab.main gives --source only to the commands that build)."""
+    return lab.main("config", *args, "--source", str(lab.tree))
+
+
+# -- config explain and config diff take variants ------------------------------------------
+
+def test_config_explain_takes_a_variant_as_compare_does(lab, capsys):
+    assert config(lab, "explain", "DEBUG_LIST", "--config", "lab-minimal") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("CONFIG_DEBUG_LIST=n    [bool, in lab-minimal]")
+    assert "to set it to y:\n  DEBUG_KERNEL=y" in out
+
+    assert config(lab, "explain", "DEBUG_LIST", "--config", "debug=lab-minimal+debug-kernel") == 0
+    assert capsys.readouterr().out.startswith("CONFIG_DEBUG_LIST=y    [bool, in debug=lab-minimal+debug-kernel]")
+
+
+def test_config_explain_still_takes_a_path(lab, capsys):
+    path = lab.tmp / "mine.config"
+    path.write_text("CONFIG_DEBUG_KERNEL=y\nCONFIG_DEBUG_LIST=y\n")
+    assert config(lab, "explain", "DEBUG_LIST", "--config", str(path)) == 0
+    assert capsys.readouterr().out.startswith(f"CONFIG_DEBUG_LIST=y    [bool, in {path}]")
+
+
+def test_config_diff_takes_variants_and_paths(lab, capsys):
+    assert config(lab, "diff", "lab-minimal", "debug=lab-minimal+debug-kernel", "--format", "json") == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["a"], d["b"]) == ("lab-minimal", "debug=lab-minimal+debug-kernel")
+    changes = {c["option"]: (c["a"], c["b"]) for c in d["changes"]}
+    assert changes["CONFIG_DEBUG_KERNEL"] == ("n", "y") and changes["CONFIG_DEBUG_LIST"] == (None, "y")
+
+    path = lab.tmp / "debug.config"
+    path.write_text("CONFIG_DEBUG_KERNEL=y\n")
+    assert config(lab, "diff", str(path), "lab-minimal") == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"A: {path}\nB: lab-minimal\n")
+    assert re.search(r"^  CONFIG_DEBUG_KERNEL +y -> n ", out, re.M), out
+
+
+def test_a_misspelled_base_in_the_config_tools_gets_a_suggestion(lab, capsys):
+    assert config(lab, "explain", "DEBUG_LIST", "--config", "lab-minimall") == 2
+    assert "unknown config base 'lab-minimall': did you mean lab-minimal?" in one_line_error(capsys)
+
+
+# -- resolve says why ----------------------------------------------------------------------
+
+def test_resolve_says_why_an_option_was_dropped(lab, capsys):
+    assert lab.main("resolve", "x=tinyconfig+CONFIG_UNIX=y") == 0
+    assert ("  asked CONFIG_UNIX=y, got n (variant 'x' option 1): needs NET=y (now n); add +CONFIG_NET=y\n"
+            in capsys.readouterr().out)
+    assert lab.main("resolve", "x=tinyconfig+CONFIG_UNIX=y", "--format", "json") == 0
+    (dropped,) = json.loads(capsys.readouterr().out)["dropped_options"]
+    assert dropped["why"] == "needs NET=y (now n); add +CONFIG_NET=y"
+    # build says it too, in its log
+    assert lab.main("build", "x=tinyconfig+CONFIG_UNIX=y") == 0
+    assert "asked CONFIG_UNIX=y, got n (variant 'x' option 1): needs NET=y (now n)" in capsys.readouterr().err
+
+
+def test_resolve_suggests_the_base_meant(lab, capsys):
+    assert lab.main("resolve", "x=lab-minimall+CONFIG_UNIX=y") == 2
+    err = one_line_error(capsys)
+    assert "unknown config base 'lab-minimall': did you mean lab-minimal? (a base is one of " in err
+
+
+# -- metric names: one suggestion everywhere, never a path of the source ------------------
+
+def test_the_suggestion_puts_the_name_with_its_group_first():
+    assert errors.did_you_mean("fork_exit", catalog()).startswith("did you mean proc.fork_exit")
+    assert errors.did_you_mean("syscall.nul", catalog()).startswith("did you mean syscall.null, ")
+    assert errors.did_you_mean("syscall.null", catalog()).count(",") == 2   # at most three, never the word itself
+    assert "syscall.null," not in errors.did_you_mean("syscall.null", catalog())
+    assert errors.did_you_mean("zzzz", catalog()) == ""
+    assert errors.did_you_mean("CONFIG_UNIXX", ["UNIX", "NET"], prefix="CONFIG_") == "did you mean CONFIG_UNIX?"
+
+
+def no_source_path(err: str) -> None:
+    assert "src/kernellab" not in err and "metrics.toml" not in err, err
+    assert "`kernellab metrics` lists every metric" in err or "`kernellab metrics` lists them" in err, err
+
+
+def test_fail_on_suggests_the_metric(lab, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        lab.main("compare", "a=tinyconfig", "b=tinyconfig", "--fail-on", "fork_exit:+5")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --fail-on: unknown metric 'fork_exit': did you mean proc.fork_exit" in err
+    no_source_path(err)
+
+
+def test_metric_suggests_the_metric(lab, capsys):
+    assert lab.main("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "proc.fork_exti") == 2
+    err = one_line_error(capsys)
+    assert ("--metric: unknown metric 'proc.fork_exti', nor a metric of a --workload given: "
+            "did you mean proc.fork_exit") in err
+    no_source_path(err)
+
+
+def test_profile_metric_suggests_an_agent_metric(capsys):
+    from kernellab import cli
+    with pytest.raises(SystemExit):
+        cli.main(["profile", "a", "b", "--metric", "syscall.nul"])
+    err = capsys.readouterr().err
+    assert "'syscall.nul' is not a metric the agent runs: did you mean syscall.null" in err
+    no_source_path(err)
+
+
+def test_a_study_file_naming_a_misspelled_metric_gets_a_suggestion(lab, capsys):
+    path = study_file(lab, text=FAST_SLOW.replace('"irq.idle_timer"]', '"irq.idle_timr"]'))
+    with pytest.raises(LabError) as exc:
+        study.load(str(path))
+    assert "names metric 'irq.idle_timr'" in str(exc.value) and "did you mean irq.idle_timer" in str(exc.value)
+    no_source_path(str(exc.value))
+
+
+def test_a_noise_floor_file_naming_a_misspelled_metric_gets_a_suggestion(tmp_path):
+    bad = tmp_path / "floor.toml"
+    bad.write_text('[floor]\n"fork_exit" = 3.0\n')
+    with pytest.raises(LabError) as exc:
+        conclusion.load_floor(bad)
+    assert "unknown metric 'fork_exit': did you mean proc.fork_exit" in str(exc.value)
+    no_source_path(str(exc.value))
+
+
+# -- kernellab metrics ---------------------------------------------------------------------
+
+def test_metrics_lists_every_metric_with_its_unit_group_source_and_modes(capsys):
+    from kernellab import cli
+    assert cli.main(["metrics", "--format", "json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) >= set(name for name, m in catalog().items() if m.source != "workload")
+    fork = rows["proc.fork_exit"]
+    assert {k: fork[k] for k in ("unit", "group", "source", "modes", "better")} == {
+        "unit": "ns", "group": "processes", "source": "agent", "modes": ["icount", "wall"], "better": "lower"}
+    assert fork["label"]
+    assert rows["build.wall"]["source"] == "build" and rows["boot.init_start.printk"]["source"] == "console"
+    wall_only = [r for r in rows.values() if r["modes"] == ["wall"]]
+    assert wall_only and all(r["group"] in ("memory-runtime", "block", "network", "boot", "timer") for r in wall_only)
+
+    assert cli.main(["metrics"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["metric", "unit", "better", "group", "from", "modes", "label"]
+    (line,) = [t for t in table if t.startswith("proc.fork_exit ")]
+    assert line.split()[:6] == ["proc.fork_exit", "ns", "lower", "processes", "agent", "icount,wall"]
+    assert any(t.startswith("  agent ") for t in table) and any(t.startswith("  wall ") for t in table)
+
+
+def test_metrics_adds_a_workloads_metrics(capsys):
+    from kernellab import cli
+    assert cli.main(["metrics", "--workload", "hackbench", "--format", "json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out) if r["name"].startswith("hackbench.")]
+    assert rows and all(r["source"] == r["group"] == "workload" for r in rows)
+
+
+# -- shell completion ----------------------------------------------------------------------
+
+def test_bash_completes_metric_study_and_arch_names():
+    assert set(_bash_complete("kernellab sweep --metric proc.fork_")) == {"proc.fork_exit", "proc.fork_exec"}
+    assert "syscall.null" in _bash_complete("kernellab compare --fail-on syscall.nu")
+    assert set(_bash_complete("kernellab study run ''")) == set(study.packaged())
+    assert set(_bash_complete("kernellab compare --arch ''")) == set(arches.available())
+    assert "fio" in _bash_complete("kernellab compare --workload fi")
+
+
+def test_zsh_completion_names_metrics_studies_and_arches():
+    script = subprocess.run([*KERNELLAB, "completion", "zsh"], capture_output=True, text=True, check=True).stdout
+    checked = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    metrics = [name for name, m in catalog().items() if m.source != "workload"]   # the script's own process
+    for words in (metrics, sorted(study.packaged()), arches.available()):
+        assert f"({' '.join(words)})" in script   # zsh's action: one of these words
