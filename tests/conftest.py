@@ -5,8 +5,11 @@ The kernel source tree, build tree, artifacts and ccache live in kernellab's nor
 second test session builds nothing.
 """
 
+import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,7 @@ from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fak
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
+from prefetch import FOR, Prefetch
 
 
 @pytest.fixture(autouse=True)
@@ -44,15 +48,42 @@ def kernellab(*args, store_path, timeout=900):
 
 # The x86_64 integration tests share one build tree, where a variant a few objects away
 # from the last build costs seconds and one that flips an option in widely included
-# headers costs most of a cold build, also on the way back. The debug-cost study's debug
-# kernel (PROVE_LOCKING, SLUB_DEBUG_ON) and the ssh tests' guest kernel (KEXEC selects
-# CRASH_CORE: 845 of 1291 objects) are such configs: they run last, in this order, so that
-# the other tests' variants stay incremental builds of lab-minimal (CONFIG_UNIX=n: 335 s
-# after them, in a cold run). The attribution tests come after them and probe around the
-# ssh guest's config (which compiles in their DEBUG_PAGEALLOC too), a few objects at a time.
-_LAST = ("test_study_integration.py", "test_ssh_target.py", "test_attribution_integration.py")
+# headers costs most of a cold build, also on the way back. The ssh tests' guest kernel
+# (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last, so
+# that the other tests' variants stay incremental builds of lab-minimal. The attribution
+# tests come after them and probe around the ssh guest's config (which compiles in their
+# DEBUG_PAGEALLOC too), a few objects at a time. The debug-cost study's debug kernel
+# (PROVE_LOCKING, SLUB_DEBUG_ON: every object) and s390x are built ahead in the background
+# (tests/prefetch.py), the debug kernel in a tree of its own: the tests that need them come
+# late, to give that build the time the others leave a core idle.
+_LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
+         "test_attribution_integration.py")
 
 
 def pytest_collection_modifyitems(config, items):
     # stable: the rest keep their order, first
     items.sort(key=lambda item: _LAST.index(item.path.name) + 1 if item.path.name in _LAST else 0)
+
+
+_prefetch: list[Prefetch] = []
+
+
+def pytest_collection_finish(session):
+    """Start building the late tests' kernels now, when the session will run those tests."""
+    if session.config.option.collectonly:
+        return
+    if any(item.path.name in FOR and item.get_closest_marker("integration") for item in session.items):
+        _prefetch.append(Prefetch(Path(tempfile.gettempdir()) / f"kl-prefetch-{os.getpid()}.log"))
+
+
+def pytest_sessionfinish(session):
+    for p in _prefetch:
+        p.stop()
+
+
+@pytest.fixture(scope="session")
+def prefetched():
+    """The background build of tests/prefetch.py, done (its kernels are in the cache now, or
+    the test builds them itself)."""
+    for p in _prefetch:
+        p.wait()

@@ -20,7 +20,7 @@ MILESTONES = ["first_output", "linux_version", "freeing_unused", "init_start", "
 
 
 @pytest.fixture(scope="module")
-def built(store):
+def built(store, prefetched):
     prepared = lab.prepare(parse_short("lab-minimal=lab-minimal", arch=ARCH))
     return prepared, lab.ensure_built(prepared, store)
 

@@ -14,7 +14,7 @@ from kernellab.report import html
 pytestmark = pytest.mark.integration
 
 
-def test_debug_cost_quick_redoes_the_seeds_finding(tmp_path, browser):
+def test_debug_cost_quick_redoes_the_seeds_finding(tmp_path, browser, prefetched):
     store = tmp_path / "s.sqlite"
     result = kernellab("study", "run", "debug-cost", "--quick", "--format", "json", store_path=store, timeout=3600)
     assert result.returncode == 0, result.stderr

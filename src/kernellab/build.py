@@ -114,18 +114,38 @@ def build(source: Source, profile: ArchProfile, toolchain: Toolchain, config: Re
     for a table of build times, compile from scratch in the emptied shared tree without
     ccache; an earlier build of the same kernel that was not cold is made again."""
     key = build_key(source, profile, toolchain, config)
-    hit = cached_build(key)
+    hit = _usable(cached_build(key), source, profile, toolchain, cold)
+    if hit is not None:
+        return hit
+    artifacts = paths.cache_dir("artifacts") / key[:20]
+    # One build of a kernel at a time: a command that asks for a kernel another is building
+    # (in whatever tree) waits for it and takes its build rather than make it a second time.
+    with locked(artifacts):
+        hit = _usable(cached_build(key), source, profile, toolchain, cold)
+        if hit is not None:
+            return hit
+        return _build(key, artifacts, source, profile, toolchain, config, jobs, log, what, where, cold)
+
+
+def _usable(hit: Build | None, source: Source, profile: ArchProfile, toolchain: Toolchain,
+            cold: bool) -> Build | None:
+    """A cached build that does what was asked (a cold one, when a cold one was asked)."""
     if hit is not None and (hit.cold or not cold):
         record_objects_late(hit, build_tree(source, profile, toolchain))
         return hit
+    return None
+
+
+def _build(key: str, artifacts: Path, source: Source, profile: ArchProfile, toolchain: Toolchain,
+           config: ResolvedConfig, jobs: int | None, log: Callable[[str], None] | None, what: str,
+           where: Callable[[], Path] | None, cold: bool) -> Build:
+    hit = cached_build(key)   # not cold, where a cold one is asked for: made again, and compared
     earlier = apt.sha256(hit.image) if hit is not None and hit.image.exists() else None
     if hit is not None and log:
         log(f"building again from scratch, to time it: the cached build was not cold "
             f"({_warmth(hit)})")
     jobs = jobs or os.cpu_count() or 1
     tree = where() if where is not None and not cold else build_tree(source, profile, toolchain)
-    artifacts = paths.cache_dir("artifacts") / key[:20]
-    artifacts.mkdir(parents=True, exist_ok=True)
     log_path = artifacts / "build.log"
     with locked(tree):
         if cold:

@@ -1,0 +1,87 @@
+"""Kernels the integration tests need late, built ahead on the core the tests leave idle.
+
+A cold run of the test command builds about 40 minutes of kernels on two cores, and
+spends about as long in QEMU boots that keep one core busy and the fake lab's tests that
+keep one busy too. The two kernels that no earlier test builds around, s390x lab-minimal
+(its own tree) and the debug-cost study's debug kernel (lockdep: a rebuild of every object,
+also on the way back), are built here, in the background, at the lowest priority: they take
+the idle core and yield at once to the tests' own builds and boots. The debug kernel builds
+in a tree of its own, so that the shared x86_64 tree keeps the state the other tests'
+incremental builds start from.
+
+A test that needs one of them waits for this first (the `prefetched` fixture). The build
+itself is kernellab's: a kernel another command is building is waited for, never made twice
+(kernellab.build), so a test that got there first costs nothing but the wait. A prefetch that
+fails says nothing here: the test builds the kernel itself and shows the error.
+
+    python tests/prefetch.py LOG    # what conftest starts; LOG gets what it did
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# (variant, arch, in a tree of its own), in the order the tests need them (conftest's _LAST).
+KERNELS = (("lab-minimal=lab-minimal", "s390x", False),
+           ("debug=lab-minimal+debug-kernel", "x86_64", True))
+# The test files whose kernels these are: a session without them starts nothing.
+FOR = ("test_arch_integration.py", "test_study_integration.py")
+
+
+class Prefetch:
+    """The background build, started once per session."""
+
+    def __init__(self, log: Path):
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, __file__, str(log)], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=lambda: os.nice(19))
+        self.started = time.monotonic()
+
+    def wait(self) -> None:
+        """Until the background build is done (its kernels are then in the cache, or the test
+        builds what failed)."""
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait()
+
+
+def _build_all(log) -> None:
+    from kernellab import paths
+    from kernellab.build import build_tree
+    from kernellab.experiments import lab
+    from kernellab.experiments.spec import parse_short
+    from kernellab.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="kl-prefetch-") as scratch:
+        store = Store(Path(scratch) / "prefetch.sqlite")
+        for variant, arch, own_tree in KERNELS:
+            t0 = time.monotonic()
+            prepared = lab.prepare(parse_short(variant, arch=arch))
+            assert prepared.toolchain is not None
+            shared = build_tree(prepared.source, prepared.profile, prepared.toolchain)
+            own = paths.cache_dir("build", paths.component("tree", shared.name + ".prefetch"))
+            build = lab.ensure_built(prepared, store, log=lambda line: print(line, file=log, flush=True),
+                                     where=(lambda tree=own: tree) if own_tree else None)
+            if own_tree:
+                shutil.rmtree(own, ignore_errors=True)   # its artifacts are kept; the tree is not needed again
+            print(f"{variant} {arch}: {'cached' if build.cached else 'built'} in {time.monotonic() - t0:.0f} s",
+                  file=log, flush=True)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "a") as out:
+        try:
+            _build_all(out)
+        except Exception as exc:   # the test that needs the kernel builds it and says why
+            print(f"prefetch failed: {exc!r}", file=out, flush=True)
+            sys.exit(1)
