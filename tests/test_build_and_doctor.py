@@ -67,3 +67,37 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_kernel_another_build_is_making_is_waited_for_and_taken_not_made_twice(lab, tmp_path):
+    """Two builds of one kernel at once, each in a tree of its own (as tests/prefetch.py
+    builds ahead beside the shared tree): one runs make, the other waits for it and takes
+    its build; neither tree is used by both."""
+    import threading
+
+    from kernellab.experiments import lab as lab_stage
+    from kernellab.experiments.spec import parse_short
+    from kernellab.store import Store
+
+    prepared = lab_stage.prepare(parse_short("a=tinyconfig", str(lab.tree)))
+    results, errors = {}, []
+
+    def build(name):
+        try:
+            results[name] = lab_stage.ensure_built(prepared, Store(tmp_path / f"{name}.sqlite"),
+                                                   where=lambda: tmp_path / f"tree-{name}")
+        except Exception as exc:   # shown by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(name,)) for name in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    made = [name for name, b in results.items() if not b.cached]
+    assert len(made) == 1, results
+    (taken,) = set(results) - set(made)
+    assert results[taken].key == results[made[0]].key and results[taken].image == results[made[0]].image
+    assert (tmp_path / f"tree-{made[0]}" / "vmlinux").exists()
+    assert not (tmp_path / f"tree-{taken}" / "vmlinux").exists()   # no make ran there
