@@ -2,12 +2,12 @@
 
 A cold run of the test command builds about 40 minutes of kernels on two cores, and
 spends about as long in QEMU boots that keep one core busy and the fake lab's tests that
-keep one busy too. The two kernels that no earlier test builds around, s390x lab-minimal
-(its own tree) and the debug-cost study's debug kernel (lockdep: a rebuild of every object,
-also on the way back), are built here, in the background, at the lowest priority: they take
-the idle core and yield at once to the tests' own builds and boots. The debug kernel builds
-in a tree of its own, so that the shared x86_64 tree keeps the state the other tests'
-incremental builds start from.
+keep one busy too. The kernels that no earlier test builds around, s390x lab-minimal (its
+own tree), the debug-cost study's debug kernel (lockdep: a rebuild of every object, also on
+the way back) and the ssh tests' guest (KEXEC: two thirds of the objects), are built here,
+in the background, at the lowest priority: they take the idle core and yield at once to the
+tests' own builds and boots. The x86_64 ones build in trees of their own, so that the shared
+tree keeps the state the other tests' incremental builds start from.
 
 A test that needs one of them waits for this first (the `prefetched` fixture). The build
 itself is kernellab's: a kernel another command is building is waited for, never made twice
@@ -27,11 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from sshguest import VARIANT
+
 # (variant, arch, in a tree of its own), in the order the tests need them (conftest's _LAST).
+# The ssh guest's own: its tests' kexec'd variants (its config and one option) then build in
+# the shared tree from ccache, whose objects do not depend on the tree they were made in.
 KERNELS = (("lab-minimal=lab-minimal", "s390x", False),
-           ("debug=lab-minimal+debug-kernel", "x86_64", True))
+           ("debug=lab-minimal+debug-kernel", "x86_64", True),
+           (VARIANT, "x86_64", True))
 # The test files whose kernels these are: a session without them starts nothing.
-FOR = ("test_arch_integration.py", "test_study_integration.py")
+FOR = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py")
 
 
 class Prefetch:

@@ -32,7 +32,7 @@ COME_BACK_S = 45.0
 
 
 @pytest.fixture(scope="module")
-def guest(store):
+def guest(store, prefetched):
     prepared = lab.prepare(parse_short(VARIANT))
     build = lab.ensure_built(prepared, store)
     initrd, keys = initramfs()
