@@ -74,11 +74,11 @@ def _build_all(log) -> None:
             prepared = lab.prepare(parse_short(variant, arch=arch))
             assert prepared.toolchain is not None
             shared = build_tree(prepared.source, prepared.profile, prepared.toolchain)
-            own = paths.cache_dir("build", paths.component("tree", shared.name + ".prefetch"))
+            # Made only when there is something to build; its artifacts are kept, the tree is not.
+            own = paths.cache_dir("build").joinpath(paths.component("tree", shared.name + ".prefetch"))
             build = lab.ensure_built(prepared, store, log=lambda line: print(line, file=log, flush=True),
                                      where=(lambda tree=own: tree) if own_tree else None)
-            if own_tree:
-                shutil.rmtree(own, ignore_errors=True)   # its artifacts are kept; the tree is not needed again
+            shutil.rmtree(own, ignore_errors=True)
             print(f"{variant} {arch}: {'cached' if build.cached else 'built'} in {time.monotonic() - t0:.0f} s",
                   file=log, flush=True)
 
