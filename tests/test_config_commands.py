@@ -115,7 +115,7 @@ def test_unmet_dependency_and_what_setting_it_takes(tree, tmp_path):
 def test_prefix_is_optional_and_unknown_names_suggest(tree, tmp_path):
     load(tree, tmp_path, "")
     assert explain.explain(tree, "CONFIG_HZ").option == explain.explain(tree, "HZ").option == "CONFIG_HZ"
-    with pytest.raises(LabError, match="CONFIG_PROVE_LOCKNG does not exist .*closest: CONFIG_PROVE_LOCKING"):
+    with pytest.raises(LabError, match="CONFIG_PROVE_LOCKNG does not exist .*did you mean CONFIG_PROVE_LOCKING"):
         explain.explain(tree, "PROVE_LOCKNG")
 
 

@@ -43,7 +43,7 @@ def test_the_markdown_says_how_each_figure_was_obtained_and_what_it_could_not_me
     md = costtable.markdown(MITIGATIONS)
     assert ("#### 6.1, each option on from lean: each option switched alone on debian:6.1 (6.1.192), x86_64, "
             "base lab-minimal (icount, 1 run, QEMU TCG, emulated figures; kernellab 0.1.0, 2026-11-26)") in md
-    assert "baseline: null syscall (getppid) 202.1 ns, boot image 2,313 KiB" in md
+    assert "baseline: null syscall (getppid) 202.1 ns (icount), boot image 2,313 KiB" in md
     assert "| option | null syscall (getppid) | boot image | note |\n|---|---:|---:|---|" in md
     assert "| RETPOLINE=y | +12.3% | +2.0% | with CC_HAS_RETPOLINE=y |" in md
     assert "| PAGE_TABLE_ISOLATION=y | 0% | +0.4% | inactive on the emulated CPU (meltdown not affected) |" in md

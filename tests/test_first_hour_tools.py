@@ -85,10 +85,48 @@ def test_resolve_says_why_an_option_was_dropped(lab, capsys):
     assert "asked CONFIG_UNIX=y, got n (variant 'x' option 1): needs NET=y (now n)" in capsys.readouterr().err
 
 
+def test_compare_says_why_an_option_was_dropped_in_every_view(lab, capsys):
+    """The reason is computed once per variant and written in the report (dropped_options
+    "why"): the log, the header of every format and `show` of the JSON say it."""
+    why = "needs NET=y (now n); add +CONFIG_NET=y"
+    out = lab.tmp / "r.json"
+    assert lab.main("compare", "x=tinyconfig+CONFIG_UNIX=y", "--format", "json", "-o", str(out)) == 0
+    assert f"x: asked CONFIG_UNIX=y, got n (variant 'x' option 1): {why}" in capsys.readouterr().err
+    (dropped,) = json.loads(out.read_text())["variants"][0]["dropped_options"]
+    assert dropped["why"] == why
+    for fmt in ("markdown", "table"):
+        assert lab.main("show", str(out), "--format", fmt, "--verbose") == 0
+        assert f"dropped by olddefconfig: asked CONFIG_UNIX=y, got n: {why}" in capsys.readouterr().out
+
+
 def test_resolve_suggests_the_base_meant(lab, capsys):
     assert lab.main("resolve", "x=lab-minimall+CONFIG_UNIX=y") == 2
     err = one_line_error(capsys)
     assert "unknown config base 'lab-minimall': did you mean lab-minimal? (a base is one of " in err
+
+
+# -- every name the user types gets the one suggestion (errors.did_you_mean) --------------
+
+def test_an_unknown_option_of_the_tree_gets_did_you_mean(lab, capsys):
+    assert config(lab, "explain", "DEBUG_LST", "--config", "lab-minimal") == 2
+    err = one_line_error(capsys)
+    assert "CONFIG_DEBUG_LST does not exist in Linux 6.1.0-fake; did you mean CONFIG_DEBUG_LIST" in err
+
+
+@pytest.mark.parametrize("args, said", [
+    (("study", "run", "versoins"), "unknown study 'versoins': did you mean versions? (the studies are "),
+    (("compare", "a=tinyconfig", "--workload", "fioo"), "no workload 'fioo': did you mean fio? (use one of "),
+    (("compare", "a=tinyconfig", "--arch", "s390"), "unknown arch 's390': did you mean s390x? (use one of "),
+])
+def test_a_misspelled_study_workload_or_arch_gets_a_suggestion(lab, capsys, args, said):
+    assert lab.main(*args) == 2
+    assert said in one_line_error(capsys)
+
+
+def test_an_arch_misspelled_in_a_study_file_gets_a_suggestion(lab):
+    path = study_file(lab, text=FAST_SLOW.replace('arches = ["x86_64"]', 'arches = ["x86-64"]'))
+    with pytest.raises(LabError, match=r"unknown arch 'x86-64': did you mean x86_64\? \(arches: "):
+        study.load(str(path))
 
 
 # -- metric names: one suggestion everywhere, never a path of the source ------------------
@@ -197,3 +235,55 @@ def test_zsh_completion_names_metrics_studies_and_arches():
     metrics = [name for name, m in catalog().items() if m.source != "workload"]   # the script's own process
     for words in (metrics, sorted(study.packaged()), arches.available()):
         assert f"({' '.join(words)})" in script   # zsh's action: one of these words
+
+
+# -- show of an audit: --only and colours, as `audit` has them ------------------------------
+
+def _audit_json(lab, capsys, tmp_path, *args):
+    from test_audit_output import audited
+    path = tmp_path / "audit.json"
+    code, _, _ = audited(lab, capsys, tmp_path, "--profile", "throughput-server", "--format", "json",
+                         "-o", str(path), *args)
+    assert code == 0
+    return path
+
+
+def test_show_of_an_audit_takes_only_as_audit_does(lab, capsys, tmp_path):
+    from test_audit_output import audited
+    path = _audit_json(lab, capsys, tmp_path)
+    _, direct, _ = audited(lab, capsys, tmp_path, "--profile", "throughput-server", "--only", "change,boot")
+    assert lab.main("show", str(path), "--only", "change,boot") == 0
+    shown = capsys.readouterr().out
+    assert shown == direct and "showing the rules whose verdict is boot, change: 3 of 52" in shown
+    assert " ok " not in shown.split("\n\n")[1]
+    assert lab.main("show", str(path), "--only", "change", "--format", "json") == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["only"] == ["change"] and {f["rule_verdict"] for f in document["findings"]} == {"change"}
+
+
+def test_show_only_refuses_what_it_cannot_show_in_one_line(lab, capsys, tmp_path):
+    narrow = _audit_json(lab, capsys, tmp_path, "--only", "change")
+    assert lab.main("show", str(narrow), "--only", "change,ok") == 2
+    assert "holds only the rules whose verdict is change (written with --only change): audit the config again " \
+        "without --only" in one_line_error(capsys)
+    assert lab.main("show", str(narrow), "--only", "okk") == 2
+    assert "--only 'okk': unknown verdict 'okk'" in one_line_error(capsys)
+    compared = lab.tmp / "r.json"
+    assert lab.main("compare", "a=tinyconfig", "--format", "json", "-o", str(compared)) == 0
+    capsys.readouterr()
+    assert lab.main("show", str(compared), "--only", "change") == 2
+    assert "--only shows an audit's rules of some verdicts; " in one_line_error(capsys)
+
+
+def test_show_of_an_audit_colours_a_terminal_and_nothing_else(lab, capsys, tmp_path, monkeypatch):
+    from kernellab.report.terminal import Screen
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    path = _audit_json(lab, capsys, tmp_path)
+    assert lab.main("show", str(path)) == 0
+    piped = capsys.readouterr().out
+    monkeypatch.setattr(Screen, "of", classmethod(lambda cls, stream: cls(80, True)))
+    assert lab.main("show", str(path)) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b[1;31mchange" in shown and re.sub(r"\x1b\[[0-9;]*m", "", shown) == piped
+    assert lab.main("show", str(path), "-o", str(tmp_path / "a.txt")) == 0
+    assert (tmp_path / "a.txt").read_text() == piped

@@ -188,7 +188,7 @@ def test_symbol_lookup_with_or_without_prefix(tree):
     assert tree.symbol("CONFIG_HZ") is tree.symbol("HZ") is not None
     assert tree.symbol("ARM64") is None          # referenced, never defined
     with pytest.raises(LabError,
-                       match="CONFIG_DEBUG_KERNL does not exist in Linux 6.99.0; closest: CONFIG_DEBUG_KERNEL"):
+                       match="CONFIG_DEBUG_KERNL does not exist in Linux 6.99.0; did you mean CONFIG_DEBUG_KERNEL"):
         tree.require("DEBUG_KERNL")
 
 

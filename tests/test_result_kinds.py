@@ -48,6 +48,7 @@ def _written(lab, capsys, tmp_path):
     out("size", "size", "tinyconfig", "slow=tinyconfig+CONFIG_FAKE_SLOW=y")
     out("crosscheck", "workload", "crosscheck", "tinyconfig")
     out("why", "why", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--metric", "syscall.null")
+    out("track", "track", "tinyconfig", "--source", str(lab.tree), "--metric", "syscall.null")
     # profile: its writer on two profiles (the fake QEMU has no tick profiler)
     a, b = (Profiled(name, run, False, Counter(hits), sum(hits.values()), 1.0)
             for name, run, hits in (("a", 1, {"fast": 6, "slow": 2}), ("b", 2, {"fast": 3, "slow": 9})))

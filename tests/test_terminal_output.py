@@ -216,3 +216,53 @@ def test_compare_counts_the_samples_runs_counts(lab, capsys):  # noqa: F811
     said = re.search(r"a: run 1 \(icount\) ok, (\d+) samples", capsys.readouterr().err)
     [run] = lab.runs()
     assert said is not None and int(said.group(1)) == run["samples"]
+
+
+# -- a study's report and a results file's cost table fit the screen too ------------------
+
+def test_a_study_report_fits_the_screen_and_says_its_units(lab, capsys, monkeypatch):  # noqa: F811
+    """`study run` on an 80-column terminal: no line wider, the seed's table in one line per
+    row with what it left out said, icount units said so; -o and a pipe keep every column."""
+    from test_study import study_file
+    path = study_file(lab)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert lab.main("study", "run", str(path)) == 0
+    text = capsys.readouterr().out
+    assert widest(text) <= 80, [line for line in text.splitlines() if len(line) > 80]
+    assert "left out to fit 80 columns: spreads (± and n)" in text
+    rows = [line for line in text.splitlines() if line.startswith("null syscall (getppid) ")]
+    assert len(rows) == 2 and "│ ns (icount) " in rows[0] and "+25.0%*" in rows[0]   # the seed's table, the split
+    saved = lab.tmp / "study.txt"
+    assert lab.main("study", "run", str(path), "-o", str(saved)) == 0
+    monkeypatch.delenv("COLUMNS")
+    assert lab.main("study", "run", str(path)) == 0
+    for whole in (saved.read_text(), capsys.readouterr().out):
+        assert "left out" not in whole and widest(whole) > 80
+        (row,) = [line for line in whole.splitlines() if line.startswith("│ null syscall (getppid) ")][:1]
+        assert "ns (icount)" in row and "n=11" in row and row.count("│") == 9   # every variant's value and Δ
+    assert "| null syscall (getppid) | x86_64 | ns (icount) |" in studyreport_markdown(lab, path, capsys)
+
+
+def studyreport_markdown(lab, path, capsys):  # noqa: F811
+    assert lab.main("study", "run", str(path), "--format", "markdown") == 0
+    return capsys.readouterr().out
+
+
+def test_a_cost_table_fits_the_screen_and_says_its_units(capsys, monkeypatch, tmp_path):
+    """`show` of a results file on 80 columns: no figure cut, the notes under the table;
+    -o keeps them beside it; the baseline's times said to count instructions."""
+    from kernellab.cli import main
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["show", "results/debug-cost.json"]) == 0
+    text = capsys.readouterr().out
+    assert widest(text) <= 80
+    (row,) = [line for line in text.splitlines() if line.startswith("PROVE_LOCKING=y ")]
+    assert re.findall(r"[-+]?[0-9.]+%", row) == ["-2.9%", "+193.8%", "+829.0%", "+596.8%", "+145.4%"]
+    assert "with" not in row
+    assert "  PROVE_LOCKING=y: with BINARY_PRINTF=y" in text
+    assert "null syscall (getppid) 202.1 ns (icount)" in text
+    out = tmp_path / "cost.txt"
+    assert main(["show", "results/debug-cost.json", "-o", str(out)]) == 0
+    whole = out.read_text()
+    (row,) = [line for line in whole.splitlines() if line.startswith("│ PROVE_LOCKING=y ")]
+    assert "+829.0%" in row and "with BINARY_PRINTF=y" in row and widest(whole) > 80

@@ -59,6 +59,7 @@ from .experiments import (
     profiling,
     study,
     sweep,
+    track,
     why,
 )
 from .experiments.bisect import WALL_MAX_RUNS, Bisector
@@ -179,9 +180,7 @@ def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], args: argpa
     # printable before any view or verdict shows them. JSON escapes them itself, as they are.
     shown = printable_tree(report)
     checks = gate.check(shown, rules) if rules else []
-    # A terminal's table fits its width; one written to a file (-o) or a pipe keeps every column.
-    screen = Screen() if args.output else Screen.of(sys.stdout)
-    view = kinds.View(args.all, checks=checks, screen=screen, verbose=args.verbose)
+    view = kinds.View(args.all, checks=checks, screen=_screen(args), verbose=args.verbose)
     _output(kinds.get("compare").render(report, args.format, view), args.output)
     broken = [c for c in checks if c.broken]
     for c in broken:
@@ -190,6 +189,12 @@ def _report_and_gate(report: dict[str, Any], rules: list[gate.Rule], args: argpa
         _log(f"gate: {len(checks) - len(broken)} of {len(checks)} checks passed "
              f"(noise floor: {shown['noise_floor']['origin']})")
     return EXIT_REGRESSION if broken else EXIT_OK
+
+
+def _screen(args: argparse.Namespace) -> Screen:
+    """The screen a command's view fits: a terminal's width and colours; a file (-o) or a
+    pipe keeps every column, in plain text."""
+    return Screen() if args.output else Screen.of(sys.stdout)
 
 
 def _placement(args: argparse.Namespace) -> Placement:
@@ -221,24 +226,9 @@ def _json(data: object) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-def _dropped(p: lab.Prepared) -> list[dict[str, str]]:
-    """What olddefconfig dropped of the variant's requests, each with why: what `config
-    explain` would say setting it takes (the Kconfig tree is opened only when one was dropped)."""
-    if not p.config.dropped or p.toolchain is None:
-        return p.config.dropped
-    tree = kconfig.open_tree(p.source, p.profile, p.toolchain)
-    tree.load_text(p.config.text, p.spec.name)
-    return [d | {"why": explain.why(tree, d["option"], d["asked"])} for d in p.config.dropped]
-
-
-def _dropped_lines(dropped: list[dict[str, str]]) -> list[str]:
-    return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})"
-            + (f": {d['why']}" if d.get("why") else "") for d in dropped]
-
-
 def cmd_build(args: argparse.Namespace) -> int:
-    p = lab.prepare(_variant(args.variant, args))
-    for line in _dropped_lines(_dropped(p)):
+    p = lab.explained(lab.prepare(_variant(args.variant, args)))
+    for line in lab.dropped_lines(p):
         _log(line)
     b = lab.ensure_built(p, _store(args), log=_log, cold=args.cold)
     d = b.to_dict() | {"variant": p.spec.name, "dropped_options": p.config.dropped}
@@ -259,15 +249,15 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         return 0
     # The same warnings compare gives: a base file olddefconfig rewrote is not "kept".
     warnings = base_file_warnings(p.source, p.profile, p.toolchain, p.spec.base)
-    dropped = _dropped(p)
+    p = lab.explained(p)
     d = {"variant": p.spec.name, "source_version": p.source.version, "config_hash": p.config.hash,
-         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": dropped,
+         "boot_args": p.spec.boot_args, "sysctls": p.spec.sysctls, "dropped_options": p.config.dropped,
          "base_warnings": warnings}
     if args.format == "json":
         sys.stdout.write(_json(d))
     else:
         lines = [f"{p.spec.name}: Linux {p.source.version}, config {p.config.hash[:12]}"]
-        lines += [f"  {line}" for line in _dropped_lines(dropped) + [f"warning: {w}" for w in warnings]]
+        lines += [f"  {line}" for line in lab.dropped_lines(p) + [f"warning: {w}" for w in warnings]]
         lines += [] if len(lines) > 1 else ["  every request kept"]
         sys.stdout.write("\n".join(lines) + "\n")
     return 0
@@ -449,9 +439,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise LabError(f"cannot write the fragment to {args.fragment}: {exc.strerror}") from None
         _log(f"fragment written to {args.fragment}")
     document = auditreport.body(report, measured, profile_reason=why, only=only, config_text=text)
-    # A terminal shows the verdicts' colours; a file (-o) or a pipe gets plain text.
-    screen = Screen() if args.output else Screen.of(sys.stdout)
-    _output(kinds.get("audit").render(document, fmt, kinds.View(screen=screen)), args.output)
+    _output(kinds.get("audit").render(document, fmt, kinds.View(screen=_screen(args))), args.output)
     return 0
 
 
@@ -614,6 +602,26 @@ def cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_track(args: argparse.Namespace) -> int:
+    run_workloads = compare.resolve_workloads(args.workload or [])   # their metrics, before --metric's
+    placement = _placement(args)
+    metrics = _metrics(args.metric, run_workloads)
+    if len(metrics) > 1:
+        raise LabError("track follows one metric; run it once per metric (each run reuses the kernels measured)")
+    series = track.series(args.source or [], args.refs, args.range, args.every)   # bad input: before any build
+    variant = parse_short(args.variant, series.refs[0].source, args.arch or DEFAULT_ARCH)
+    placement.adapt(variant)
+    track.check(variant, series, metrics[0], placement)
+    store = _store(args)
+    mode = modes.get(args.mode or placement.default_mode())
+    with _cluster(args) as cluster:
+        ask = track.Ask(variant, args.variant, metrics[0], mode, _threshold(args, placement, variant, metrics[0]),
+                        args.max_runs, placement, cluster, run_workloads)
+        result = track.Track(store, ask, series, log=_log).run()
+    _output(kinds.get("track").render(result, args.format), args.output)
+    return 0
+
+
 def cmd_cite(args: argparse.Namespace) -> int:
     from .knowledge import cite, load_rules
     _, results = kinds.load(Path(args.results), expect="results")
@@ -658,9 +666,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise LabError(f"{args.report} is {kind.what}; the gate reads a compare report "
                        "(kernellab compare --format json -o FILE)")
     kind.check_format(args.format)
+    if args.only and kind.name != "audit":
+        raise LabError(f"--only shows an audit's rules of some verdicts; {args.report} is {kind.what}")
     report = kinds.check_readable(kind, document, args.report)
+    if args.only:
+        report = auditreport.narrowed(report, auditreport.parse_only(args.only), args.report)
     if not kind.gated:
-        _output(kind.render(report, args.format), args.output)
+        _output(kind.render(report, args.format, kinds.View(screen=_screen(args), verbose=args.verbose)),
+                args.output)
         return 0
     # Read as written (the compare kind judges one of an earlier format on reading);
     # --noise-floor judges every cell again by that floor.
@@ -793,14 +806,19 @@ def cmd_study_run(args: argparse.Namespace) -> int:
                        "run its full form, or use --format json")
     if args.measured_only:
         result = _study_measured_only(args, how, placement)
-        _output(studyreport.STUDY.render(studyreport.build(result, floor), args.format), args.output)
+        _output(_study_text(result, floor, args), args.output)
         return 1 if result.failures else 0
     with _cluster(args) as cluster:
         result = study.run(how, _store(args), log=_log, cluster=cluster, placement=placement)
-    _output(studyreport.STUDY.render(studyreport.build(result, floor), args.format), args.output)
+    _output(_study_text(result, floor, args), args.output)
     for f in result.failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
     return 1 if result.failures else 0
+
+
+def _study_text(result: study.StudyResult, floor: model.NoiseFloor, args: argparse.Namespace) -> str:
+    """The study's report in --format, its tables fitted to the screen (a file's whole)."""
+    return studyreport.STUDY.render(studyreport.build(result, floor), args.format, kinds.View(screen=_screen(args)))
 
 
 def _study_measured_only(args: argparse.Namespace, how: study.StudyPlan, placement: Placement) -> study.StudyResult:
@@ -1083,6 +1101,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
               "kernellab sweep --from-diff lab-minimal debug=lab-minimal+debug-kernel --metric syscall.null"),
     "bisect": ("kernellab bisect lab-minimal debug=lab-minimal+debug-kernel --metric proc.fork_exit",),
     "why": ("kernellab why lab-minimal debug=lab-minimal+debug-kernel --metric syscall.null",),
+    "track": ("kernellab track --source git:$HOME/linux --range v6.1..master --every 10 --metric syscall.null",
+              "kernellab track lab-minimal --source git:$HOME/linux --refs v6.1,v6.2,v6.3 --metric proc.fork_exit",
+              "kernellab track --source linux-6.1.tar.xz --source linux-6.2.tar.xz --metric syscall.null"),
     "cite": ("kernellab cite results/debug-cost.json",
              "kernellab cite results/costs.json --rule debug-list"),
     "show": ("kernellab show report.json --format markdown",
@@ -1421,6 +1442,35 @@ def parser() -> argparse.ArgumentParser:
     target_opts(wy, accel="tcg")
     cluster_opts(wy)
 
+    tr = command("track", "a metric across a series of kernels (git refs, a range, or sources), its change points "
+                 "found, each with the `why` command that explains it", cmd_track)
+    tr.add_argument("variant", nargs="?", default="lab-minimal",
+                    help="the kernel built at every ref: BASE+FRAGMENT+CONFIG_X=y+... (default lab-minimal)")
+    tr.add_argument("--source", action="append", type=_given,
+                    help="git:PATH, the repository --refs or --range name refs of; or, repeated, one kernel source "
+                         "per kernel of the series, oldest first (tarballs, trees, git:PATH@REF, debian:6.1)")
+    tr.add_argument("--refs", metavar="REF1,REF2,...", help="the refs to measure, oldest first")
+    tr.add_argument("--range", metavar="GOOD..BAD",
+                    help="GOOD, the first-parent commits after it up to BAD (every --every'th), and BAD")
+    tr.add_argument("--every", type=int, default=None, metavar="N",
+                    help="with --range: every Nth commit counted from GOOD (default 1: every commit); the "
+                         "kernels picked stay the same when BAD moves on")
+    tr.add_argument("--metric", required=True, help="the metric to follow, e.g. syscall.null")
+    workload_opt(tr, ", which --metric may name")
+    tr.add_argument("--threshold", type=_positive, default=None,
+                    help="smallest change that counts, in %% (default: the metric's noise floor where measured, "
+                         f"else {DEFAULT_THRESHOLD:g})")
+    mode_opt(tr, None)
+    tr.add_argument("--max-runs", type=_run_count, default=WALL_MAX_RUNS,
+                    help=f"wall mode: at most this many boots of a kernel either side of a change point while its "
+                         f"verdict is not yet known (default {WALL_MAX_RUNS})")
+    format_opt(tr, *kinds.get("track").formats)
+    tr.add_argument("--output", "-o", help="write the series to a file")
+    tr.add_argument("--arch", type=_given, default=None,
+                    help=f"arch profile: {', '.join(arches.available())} (default {DEFAULT_ARCH})")
+    target_opts(tr, accel="tcg")
+    cluster_opts(tr)
+
     ci = command("cite", "the [[rule.evidence]] block each rule can cite from a results file "
                  "(study run --format results), to paste into the rule files", cmd_cite)
     ci.add_argument("results", help="a results file, e.g. results/debug-cost.json")
@@ -1436,6 +1486,9 @@ def parser() -> argparse.ArgumentParser:
                     "/proc/meminfo included")
     verbose_opt(sh)
     sh.add_argument("--output", "-o", help="write the rendering to a file")
+    sh.add_argument("--only", metavar="VERDICTS",
+                    help="an audit: show only the rules with these verdicts, comma-separated: change, boot, ok, n/a "
+                         "(as `kernellab audit --only`)")
     gate_opts(sh)
 
     nf = command("noise-floor", "measure how far code that never runs moves each metric (memory layout): "

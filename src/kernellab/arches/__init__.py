@@ -12,7 +12,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from .. import datafile
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 
 # Said by every report of a build-only variant, and by the refusal to boot one.
 BUILD_ONLY_NOTE = "build only: no QEMU machine for this arch"
@@ -99,7 +99,9 @@ def available() -> list[str]:
 def load(name: str) -> ArchProfile:
     path = _shipped().get(name)
     if path is None:
-        raise LabError(f"unknown arch {name!r}: use one of {', '.join(available())}")
+        known = f"use one of {', '.join(available())}"
+        hint = did_you_mean(name, available())
+        raise LabError(f"unknown arch {name!r}: {f'{hint} ({known})' if hint else known}")
     origin = f"arch profile {name}.toml"
     profile = datafile.load(ArchProfile, datafile.read_toml(path, origin), origin)
     if profile.name != name:   # the name goes into cache paths: it is the file's, checked

@@ -27,7 +27,6 @@ sealed with an HMAC under the user's private key (see _SEALED); loading it takes
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import gc
 import hashlib
@@ -47,7 +46,7 @@ import kconfiglib
 
 from .. import paths
 from ..arches import ArchProfile
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 from ..sources import Source
 from ..toolchain import Toolchain
 from .dotconfig import Setting, parse_settings
@@ -205,9 +204,9 @@ class KconfigTree:
         sym = self.kconf.syms.get(name.removeprefix("CONFIG_"))
         return sym if sym is not None and sym.nodes else None
 
-    def closest(self, name: str, n: int = 3) -> list[str]:
-        names = [s.name for s in self.kconf.unique_defined_syms]
-        return ["CONFIG_" + c for c in difflib.get_close_matches(name.removeprefix("CONFIG_"), names, n=n)]
+    def suggestion(self, name: str, n: int = 3) -> str:
+        """"did you mean CONFIG_A?" with the options of this tree closest to `name`, or ""."""
+        return did_you_mean(name, (s.name for s in self.kconf.unique_defined_syms), n=n, prefix="CONFIG_")
 
     def require(self, name: str) -> kconfiglib.Symbol:
         sym = self.symbol(name)
@@ -227,8 +226,7 @@ class KconfigTree:
             return f"{name} is arch-specific: not defined for {self.profile.name} in Linux {self.source.version}"
         if not suggest:
             return f"{name} does not exist in Linux {self.source.version}"
-        close = self.closest(name)
-        hint = f"closest: {', '.join(close)}" if close else "no option has a similar name"
+        hint = self.suggestion(name) or "no option has a similar name"
         return f"{name} does not exist in Linux {self.source.version}; {hint}"
 
     def value(self, sym: kconfiglib.Symbol) -> str | None:
@@ -343,9 +341,9 @@ class KconfigTree:
         # Suggestions cost a scan of every name each: worth it for the first few only.
         parts = []
         for i, s in enumerate(unknown):
-            close = self.closest(s.name, n=1) if i < detailed else []
+            hint = self.suggestion(s.name, n=1) if i < detailed else ""
             line = s.origin.rsplit(":", 1)[-1]
-            parts.append(f"{s.name} (line {line}{'; did you mean ' + close[0] + '?' if close else ''})")
+            parts.append(f"{s.name} (line {line}{'; ' + hint if hint else ''})")
         shown = ", ".join(parts[:10]) + (f" and {len(parts) - 10} more" if len(parts) > 10 else "")
         return f"{path}: {len(unknown)} option(s) unknown to {self.where}, ignored: {shown}"
 

@@ -99,10 +99,10 @@ def history(good_source: str, bad_source: str) -> History | None:
         return None
     require_tool("git")
     repo = good_ref[0]
-    if _git(repo, "rev-parse", "--git-dir") is None:
+    if git(repo, "rev-parse", "--git-dir") is None:
         raise LabError(f"{repo} is not a git repository: give git:PATH@REF of one")
-    good, bad = (_commit(repo, ref) for ref in (good_ref[1], bad_ref[1]))
-    dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    good, bad = (commit(repo, ref) for ref in (good_ref[1], bad_ref[1]))
+    dirty = git(repo, "status", "--porcelain", "--untracked-files=no")
     if dirty:
         raise LabError(f"{repo} has uncommitted changes: commit or stash them first (the search builds commits, "
                        "and a culprit's revert is tried on a scratch worktree of the repository)")
@@ -113,19 +113,19 @@ def history(good_source: str, bad_source: str) -> History | None:
         raise LabError(f"{good_ref[1]} and {bad_ref[1]} of {repo}: " +
                        (f"{good_ref[1]} comes after {bad_ref[1]}: give the older one first (A) and the newer (B)"
                         if backwards else "neither is an ancestor of the other: give two refs of one line of history"))
-    shas = (_git(repo, "rev-list", "--first-parent", "--reverse", f"{good.sha}..{bad.sha}") or "").split()
-    line = set((_git(repo, "rev-list", "--first-parent", bad.sha) or "").split())
+    shas = (git(repo, "rev-list", "--first-parent", "--reverse", f"{good.sha}..{bad.sha}") or "").split()
+    line = set((git(repo, "rev-list", "--first-parent", bad.sha) or "").split())
     if good.sha not in line:
         raise LabError(f"{good_ref[1]} is not on the first-parent line of {bad_ref[1]} (it came in by a merge): "
                        f"give a commit of that line (`git -C {repo} log --first-parent --oneline {bad_ref[1]}`)")
-    return History(repo, good, bad, tuple(_commit(repo, sha) for sha in shas))
+    return History(repo, good, bad, tuple(commit(repo, sha) for sha in shas))
 
 
-def _commit(repo: Path, ref: str) -> Commit:
-    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+def commit(repo: Path, ref: str) -> Commit:
+    sha = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if sha is None:
         raise LabError(f"{ref!r} is no branch, tag or commit of {repo} (`git -C {repo} log --oneline` lists them)")
-    info = _git(repo, "log", "-1", "--format=%s%x00%an <%ae>", sha) or "\0"
+    info = git(repo, "log", "-1", "--format=%s%x00%an <%ae>", sha) or "\0"
     subject, _, author = info.partition("\0")
     return Commit(sha, subject, author)
 
@@ -135,7 +135,7 @@ def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
     """git's stdout, stripped; None when git fails."""
     result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
     return result.stdout.strip() if result.returncode == 0 else None
@@ -147,21 +147,21 @@ def revert(h: History, culprit: Commit) -> tuple[str | None, str]:
     scratch = paths.cache_dir("why") / paths.component("commit", f"revert-{h.bad.short}-{culprit.short}")
     with locked(scratch.with_name(scratch.name + ".lock")):
         shutil.rmtree(scratch, ignore_errors=True)
-        _git(h.repo, "worktree", "prune")
-        if _git(h.repo, "worktree", "add", "--detach", str(scratch), h.bad.sha) is None:
+        git(h.repo, "worktree", "prune")
+        if git(h.repo, "worktree", "add", "--detach", str(scratch), h.bad.sha) is None:
             return None, f"git worktree add at {h.bad.short} failed"
         try:
             # The same revert is the same commit (and build) every time: fixed names and dates.
-            date = _git(h.repo, "log", "-1", "--format=%cI", h.bad.sha) or "2000-01-01T00:00:00Z"
+            date = git(h.repo, "log", "-1", "--format=%cI", h.bad.sha) or "2000-01-01T00:00:00Z"
             env = {"GIT_AUTHOR_NAME": "kernellab", "GIT_AUTHOR_EMAIL": "kernellab@localhost",
                    "GIT_COMMITTER_NAME": "kernellab", "GIT_COMMITTER_EMAIL": "kernellab@localhost",
                    "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-            if _git(scratch, "revert", "--no-edit", culprit.sha, env=env) is None:
+            if git(scratch, "revert", "--no-edit", culprit.sha, env=env) is None:
                 return None, f"`git revert {culprit.short}` does not apply cleanly on {h.bad.short}"
-            sha = _git(scratch, "rev-parse", "HEAD")
+            sha = git(scratch, "rev-parse", "HEAD")
             return sha, f"`git revert {culprit.short}` on {h.bad.short}"
         finally:
-            _git(h.repo, "worktree", "remove", "--force", str(scratch))
+            git(h.repo, "worktree", "remove", "--force", str(scratch))
             shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -129,9 +129,9 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
         raise LabError(f"variant names must be unique, got {', '.join(names)}")
     records = []
     for spec in exp.variants:
-        prepared = lab.prepare(spec, how.machine)
-        for d in prepared.config.dropped:
-            log(f"{spec.name}: asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})")
+        prepared = lab.explained(lab.prepare(spec, how.machine))
+        for line in lab.dropped_lines(prepared):
+            log(f"{spec.name}: {line}")
         for warning in resolve.base_file_warnings(prepared.source, prepared.profile, prepared.toolchain,
                                                   prepared.spec.base):
             log(f"{spec.name}: warning: {warning}")

@@ -333,7 +333,7 @@ def run_experiment(exp: Experiment, store: Store, how: compare.Plan, cluster: Cl
                        "run it without --workers/--cluster")
     client = cluster.client
     replay = Replay(store)
-    records = [VariantRecord(lab.prepare(spec)) for spec in exp.variants]
+    records = [VariantRecord(lab.explained(lab.prepare(spec))) for spec in exp.variants]
     for r in records:
         if r.prepared.toolchain is None or r.prepared.profile.build_only:
             raise LabError(f"{r.prepared.spec.name}: on a Dask cluster kernellab builds and boots QEMU "

@@ -26,6 +26,7 @@ from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
 from ..build import Build
+from ..config import explain, kconfig
 from ..config.resolve import ResolvedConfig, resolve
 from ..errors import LabError
 from ..guest import vulnerabilities
@@ -101,6 +102,25 @@ def prepare(spec: VariantSpec, machine: RunningTarget | None = None) -> Prepared
     base = spec.base if spec.base != RUNNING or machine is None else str(_running_config_file(machine, source))
     config = resolve(source, profile, toolchain, base, spec.settings())
     return Prepared(spec, source, profile, toolchain, replace(config, base=spec.base))
+
+
+def explained(p: Prepared) -> Prepared:
+    """`p` with each option olddefconfig dropped saying why ("why": what `config explain`
+    would say setting it takes), for every view of it to show: computed once per variant,
+    where a report or a command's answer is made (the Kconfig tree is opened only when
+    something was dropped; a sweep's probes, which only need what was kept, do without)."""
+    if not p.config.dropped or p.toolchain is None:
+        return p
+    tree = kconfig.open_tree(p.source, p.profile, p.toolchain)
+    tree.load_text(p.config.text, p.spec.name)
+    dropped = [d | {"why": explain.why(tree, d["option"], d["asked"])} for d in p.config.dropped]
+    return replace(p, config=replace(p.config, dropped=dropped))
+
+
+def dropped_lines(p: Prepared) -> list[str]:
+    """What olddefconfig dropped, a line each, with why where `explained` said it."""
+    return [f"asked {d['option']}={d['asked']}, got {d['got']} ({d['origin']})"
+            + (f": {d['why']}" if d.get("why") else "") for d in p.config.dropped]
 
 
 def _prepare_running(spec: VariantSpec, machine: RunningTarget) -> Prepared:

@@ -21,7 +21,7 @@ from typing import Any
 from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
 from ..build import Build, build_key, cached_build
 from ..config.dotconfig import differing
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 from ..guest import vulnerabilities
 from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog, metric_hint
@@ -154,8 +154,10 @@ def load(name_or_path: str) -> Study:
     elif path.suffix == ".toml" and path.is_file():
         origin = f"study {path}"
     else:
-        raise LabError(f"unknown study {name_or_path!r}: the studies are {', '.join(sorted(known))} "
-                       "(`kernellab study list`), or give the path of a study .toml file")
+        studies = (f"the studies are {', '.join(sorted(known))} (`kernellab study list`), or give the path of a "
+                   "study .toml file")
+        hint = did_you_mean(name_or_path, known)
+        raise LabError(f"unknown study {name_or_path!r}: {f'{hint} ({studies})' if hint else studies}")
     return parse(datafile.read_toml(path, origin), origin)
 
 
@@ -188,7 +190,9 @@ def _check(f: StudyFile, names: list[str], origin: str, workload_metrics: set[st
     known_arches = arches.available()
     for a in [*f.arches, *f.quick.arches, *(a for s in f.sweep for a in s.arches)]:
         if a not in known_arches:
-            raise LabError(f"{origin}: unknown arch {a!r} (arches: {', '.join(known_arches)})")
+            hint = did_you_mean(a, known_arches)
+            raise LabError(f"{origin}: unknown arch {a!r}{': ' + hint if hint else ''} "
+                           f"(arches: {', '.join(known_arches)})")
     for a in f.quick.arches:
         if a not in f.arches:
             raise LabError(f"{origin}: [quick] arch {a!r} is not one of the study's arches")

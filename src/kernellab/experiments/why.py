@@ -24,19 +24,18 @@ build is remembered and not built again.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from .. import modes, paths
+from .. import modes
 from ..config.dotconfig import differing
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
 from ..workloads import Instance
-from . import cluster_probe, commits, executor
+from . import cluster_probe, commits, executor, failed_builds
 from .bisect import Bisector, ProberLike
 from .commits import Commit, History
 from .placement import Placement
@@ -332,7 +331,7 @@ class Why:
                       if role in ("split", "commit", "revert") else [])
         self._known[key] = point
         self.points.append(point)
-        remembered = _failed_builds().get(_failure_key(key))
+        remembered = failed_builds.known().get(failed_builds.key(*key[:3]))
         if remembered:
             point.skipped, point.build_failed = f"does not build (remembered): {remembered}", True
             self.log(f"{label}: skipped, {point.skipped}")
@@ -350,7 +349,7 @@ class Why:
             point.skipped = ("does not build: " if point.build_failed else "does not boot: ") + str(exc)
             if point.build_failed:
                 self.builds += 1
-                _remember_failure(_failure_key(key), str(exc))
+                failed_builds.remember(failed_builds.key(*key[:3]), str(exc))
             self.log(f"{label}: skipped, {point.skipped}")
         finally:
             self.builds += prober.builds
@@ -417,25 +416,5 @@ def _probe_row(p: Point, metrics: list[str]) -> dict[str, Any]:
 
 # -- commits that do not build, remembered ---------------------------------------------
 
-_FAILURES = "failed-builds.json"
 
 
-def _failure_key(key: tuple[str, ...]) -> str:
-    return "|".join(key[:3])
-
-
-def _failed_builds() -> dict[str, str]:
-    try:
-        data = json.loads(paths.cache_file("why", _FAILURES).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
-
-
-def _remember_failure(key: str, reason: str) -> None:
-    known = _failed_builds()
-    known[key] = reason
-    path = paths.cache_file("why", _FAILURES)
-    tmp = path.with_name(f".{_FAILURES}.tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    tmp.replace(path)

@@ -146,7 +146,8 @@ def header_lines(report: dict[str, Any]) -> list[str]:
         if v.get("build_only"):
             lines.append(f"  {v['build_only_note']} (build and size rows only)")
         for d in v["dropped_options"]:
-            lines.append(f"  dropped by olddefconfig: asked {d['option']}={d['asked']}, got {d['got']}")
+            lines.append(f"  dropped by olddefconfig: asked {d['option']}={d['asked']}, got {d['got']}"
+                         + (f": {d['why']}" if d.get("why") else ""))
         for r in v["runs"]:
             if r["status"] != "ok":
                 lines.append(f"  run {r['id']} {r['status']}: {r['reason']}")

@@ -44,17 +44,27 @@ def body(report: AuditReport, measured: dict[str, Any] | None = None, *, profile
     """The audit as written: what was audited (the config, with the sha256 of its text) and
     by which kernellab, the findings (of the rules whose verdict is in `only`, when given),
     the counts of every rule, and what --measure measured."""
-    rows = report.to_json()
-    return {"kernellab": __version__, "config": report.config,
-            "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(), "source": report.kernel.source,
-            "source_version": report.kernel.source_version, "arch": report.kernel.arch, "where": report.where,
-            "profile": report.profile, "profile_reason": profile_reason,
-            "only": list(only) if only else None,
-            "findings": [r for r in rows if not only or r["rule_verdict"] in only],
-            # rule verdicts per rule category, and "total": of every rule, whatever `only` shows
-            "totals": {category: dict(counts) for category, counts in report.totals().items()},
-            "left_out": {rule: list(options) for rule, options in report.left_out.items()},
-            **({"measured": measured} if measured else {})}
+    audit = {"kernellab": __version__, "config": report.config,
+             "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(), "source": report.kernel.source,
+             "source_version": report.kernel.source_version, "arch": report.kernel.arch, "where": report.where,
+             "profile": report.profile, "profile_reason": profile_reason,
+             "only": None, "findings": report.to_json(),
+             # rule verdicts per rule category, and "total": of every rule, whatever `only` shows
+             "totals": {category: dict(counts) for category, counts in report.totals().items()},
+             "left_out": {rule: list(options) for rule, options in report.left_out.items()},
+             **({"measured": measured} if measured else {})}
+    return narrowed(audit, only, report.config) if only else audit
+
+
+def narrowed(audit: dict[str, Any], only: tuple[str, ...], origin: str) -> dict[str, Any]:
+    """The audit with the findings of the rules whose verdict is in `only` (--only, of
+    `audit` and of `show`); its counts stay those of every rule. One written with --only
+    holds no other findings: asking it for more is a LabError saying how to get them."""
+    held = audit["only"]
+    if held and not set(only) <= set(held):
+        raise LabError(f"{origin} holds only the rules whose verdict is {', '.join(held)} (written with --only "
+                       f"{','.join(held)}): audit the config again without --only for the others")
+    return {**audit, "only": list(only), "findings": [f for f in audit["findings"] if f["rule_verdict"] in only]}
 
 
 def count_line(audit: dict[str, Any]) -> str:

@@ -3,21 +3,30 @@ the options switched alone, largest change first, each metric's change in its ow
 and what the row needs said beside its figures (what olddefconfig brought along, a
 mitigation the emulated CPU never ran); the options that could not be set alone after
 the table. Every sweep's heading says how its figures were obtained. The results file is
-a kind of result (RESULTS, report/kinds.py); report/results.py writes one from a study."""
+a kind of result (RESULTS, report/kinds.py); report/results.py writes one from a study.
+
+On a screen (terminal.Screen with a width) the table fits the width: its notes and its
+headers wrap between words, the options and figures never; a file or a pipe gets every
+row on one line. The baseline's units say when a time counts instructions (display_unit)."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import fmt_value, kinds, md_table
+from . import display_unit, fmt_value, kinds, md_table
+from .table import FULL_WIDTH, GAP
 
+# The narrowest the notes' column may be beside the figures: narrower, they go under the table.
+NOTE_MIN = 24
 # An option that brings this many others along is named with the first few: the rest
 # are in the file.
 WITH_SHOWN = 3
@@ -32,8 +41,13 @@ def heading(results: dict[str, Any], sweep: dict[str, Any]) -> str:
 
 def baseline(sweep: dict[str, Any]) -> str:
     """What the percentages are of: the kernel flipped on, as measured."""
-    return "baseline: " + ", ".join(f"{describe(m, '').label} {fmt_value(v, describe(m, '').unit)} "
-                                    f"{describe(m, '').unit}" for m, v in sweep["baseline"].items())
+    return "baseline: " + ", ".join(_figure(m, v, sweep["mode"]) for m, v in sweep["baseline"].items())
+
+
+def _figure(metric: str, value: float, mode: str) -> str:
+    """A baseline figure: "null syscall (getppid) 202.1 ns (icount)"."""
+    info = describe(metric, "")
+    return f"{info.label} {fmt_value(value, info.unit)} {display_unit({'name': metric, 'unit': info.unit}, mode)}"
 
 
 def ranked(sweep: dict[str, Any]) -> list[dict[str, Any]]:
@@ -86,26 +100,41 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def terminal(results: dict[str, Any]) -> str:
-    console = Console(record=True, width=200, file=io.StringIO())   # renders; never writes stdout
+def terminal(results: dict[str, Any], view: kinds.View) -> str:
+    width = view.screen.width
+    console = Console(record=True, width=width or FULL_WIDTH, file=io.StringIO())   # renders; never writes stdout
     with console.capture() as capture:
         for sweep in results["sweeps"]:
+            columns, rows = head(sweep), _rows(sweep)
+            # A screen too narrow for the notes beside the figures has them under the table.
+            below = bool(width) and _needed(columns[:-1], [r[:-1] for r in rows]) + GAP + NOTE_MIN > (width or 0)
+            notes = [f"{r[0]}: {r[-1]}" for r in rows if r[-1]] if below else []
+            if below:
+                columns, rows = columns[:-1], [r[:-1] for r in rows]
             # Cells are rich markup: the file's words are escaped ("[/]" in an option's value).
-            table = Table(title=escape(heading(results, sweep)), title_justify="left")
-            columns = head(sweep)
+            table = Table(title=escape(heading(results, sweep)), title_justify="left",
+                          box=box.MINIMAL if width else box.HEAVY_HEAD, show_edge=not width, pad_edge=not width)
             for i, col in enumerate(columns):
-                table.add_column(escape(col), justify="right" if 0 < i < len(columns) - 1 else "left")
-            for cells in _rows(sweep):
+                figures = 0 < i < len(head(sweep)) - 1
+                table.add_column(escape(col), justify="right" if figures else "left", no_wrap=bool(width) and i == 0)
+            for cells in rows:
                 table.add_row(*map(escape, cells))
             console.print(table)
-            console.print(f"  {baseline(sweep)}", highlight=False, markup=False, soft_wrap=True)
-            for line in not_measured(sweep):
-                console.print(f"  not measured: {line}", highlight=False, markup=False, soft_wrap=True)
+            for line in [baseline(sweep), *notes, *(f"not measured: {line}" for line in not_measured(sweep))]:
+                # A line of words: on a screen wrapped at its width, in a file whole.
+                console.print(f"  {line}", highlight=False, markup=False, soft_wrap=not width)
     return capture.get()
+
+
+def _needed(columns: list[str], rows: list[list[str]]) -> int:
+    """A table's width on a screen: each cell whole, each header folded between its words."""
+    widths = [max(max((cell_len(cell) for cell in column[1:]), default=0), max(map(cell_len, column[0].split())))
+              for column in zip(columns, *rows, strict=True)]
+    return sum(widths) + GAP * (len(widths) - 1)
 
 
 RESULTS = kinds.register(kinds.Kind(
     name="results", tag="kernellab-option-costs", what="a results file", version=1, readable=(1,),
     schema="results-schema.json", rewrite="write it again with `kernellab show STUDY.json --format results`",
-    renderers={"table": lambda results, view: terminal(results), "markdown": lambda results, view: markdown(results)},
+    renderers={"table": terminal, "markdown": lambda results, view: markdown(results)},
     formats=("table", "markdown", "json"), indent=1))

@@ -33,7 +33,7 @@ TAG = "format"
 VERSION = "format_version"
 # The modules under report/ that register a kind, one each; importing them registers it.
 KIND_MODULES = ("compare", "studyreport", "costtable", "sweep", "bisect", "auditreport", "noisefloor", "size",
-                "profile", "crosscheck", "why")
+                "profile", "crosscheck", "why", "track")
 
 
 @dataclass(frozen=True)

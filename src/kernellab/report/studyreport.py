@@ -2,13 +2,21 @@
 sweep, and the written summary last, as the seed ends with its conclusion. The study
 report is a kind of result (STUDY, report/kinds.py) with all its formats here; each arch's
 part is an ordinary compare report, format and all.
+
+On a screen (terminal.Screen with a width) its tables fit the width as the compare table
+does (table.fit_shape: the Δ's intervals, the cells' spreads, long labels' middles, the
+later variants' values go, in that order, and one line says what went); a file or a pipe
+gets them whole. Units say when a time counts instructions (report.display_unit).
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -16,8 +24,10 @@ from rich.table import Table
 from .. import lifecycle
 from ..errors import LabError
 from ..metrics.catalog import describe
-from . import conclusion, fmt_cell, fmt_value, kinds, md_table, perdevice, targets
+from . import conclusion, display_unit, fmt_cell, fmt_value, kinds, md_table, perdevice, targets
 from .model import NoiseFloor, judge, measured_when
+from .table import FULL_WIDTH, GAP, LABEL_MIN, Shape, fit_shape, left_out, shortened, unavailable
+from .terminal import Screen
 
 
 def build(result: Any, floor: NoiseFloor) -> dict[str, Any]:
@@ -227,46 +237,76 @@ def _variant_names(study: dict[str, Any]) -> list[str]:
     return list(names)
 
 
-def section_rows(study: dict[str, Any], metrics: list[str]) -> list[list[str]]:
-    """Rows of one section of the seed's table: a metric on each arch, each variant's
-    cell, then each variant's Δ against the baseline. In a measured-only report every
-    row the study will have, each cell it has not measured yet marked so."""
+# Every column and every cell's spread: a file's tables, the Markdown's.
+WHOLE = Shape()
+
+
+def section_head(study: dict[str, Any], shape: Shape = WHOLE) -> list[str]:
+    """The columns of the seed's table: the variants whose values `shape` shows, then each Δ."""
     names = _variant_names(study)
+    return ["metric", "arch", "unit", *names[:shape.values or len(names)], *(f"Δ {n}" for n in names[1:])]
+
+
+def section_rows(study: dict[str, Any], metrics: list[str], shape: Shape = WHOLE) -> list[list[str]]:
+    """Rows of one section of the seed's table: a metric on each arch, each variant's
+    cell, then each variant's Δ against the baseline (what of them `shape` shows). In a
+    measured-only report every row the study will have, each cell it has not measured yet
+    marked so."""
+    names = _variant_names(study)
+    shown = names[:shape.values or len(names)]
     held = study.get("measured_only")
     lacking = _lacking_by_arch(held) if held is not None else {}
     rows = []
     for metric in metrics:
         for arch in study["arches"] if held is not None else study["reports"]:
             report = study["reports"].get(arch)
+            mode = report["mode"] if report else held["mode"] if held is not None else None
             m = next((x for x in report["metrics"] if x["name"] == metric), None) if report else None
             if m is not None and not m["valid_in_mode"]:
                 continue
             if m is not None and any(m["values"].get(n) for n in names):
-                rows.append(_row(m, arch, names, lacking.get(arch, set())))
-            elif held is not None and lacking[arch] and _valid(metric, report["mode"] if report else held["mode"]):
+                rows.append(_row(m, arch, mode, (names, shown), lacking.get(arch, set()), shape))
+            elif held is not None and lacking[arch] and _valid(metric, mode):
                 info = describe(metric, "")
-                rows.append([info.label, arch, info.unit,
-                             *(NOT_MEASURED if n in lacking[arch] else "-" for n in names), *("" for _ in names[1:])])
+                rows.append([info.label, arch, _unit({"name": metric, "unit": info.unit}, mode),
+                             *(NOT_MEASURED if n in lacking[arch] else "-" for n in shown), *("" for _ in names[1:])])
     return rows
 
 
-def _row(m: dict[str, Any], arch: str, names: list[str], lacking: set[str]) -> list[str]:
-    """A metric's row on one arch: a cell not measured yet is marked, and has no Δ."""
+def _row(m: dict[str, Any], arch: str, mode: str | None, columns: tuple[list[str], list[str]], lacking: set[str],
+         shape: Shape) -> list[str]:
+    """A metric's row on one arch: a cell not measured yet is marked, and has no Δ.
+    `columns`: every variant (each has a Δ), and those whose values are shown."""
+    names, shown = columns
+
     def unmeasured(n: str) -> bool:
         return n in lacking and not m["values"].get(n)
-    return [m["label"], arch, m["unit"],
-            *(NOT_MEASURED if unmeasured(n) else fmt_cell(m["values"].get(n), m["unit"]) for n in names),
-            *("" if unmeasured(n) or unmeasured(names[0]) else conclusion.delta_text(m, n) for n in names[1:])]
+    return [m["label"], arch, _unit(m, mode),
+            *(NOT_MEASURED if unmeasured(n) else fmt_cell(m["values"].get(n), m["unit"], shape.spreads) for n in shown),
+            *("" if unmeasured(n) or unmeasured(names[0]) else conclusion.delta_text(m, n, shape.intervals)
+              for n in names[1:])]
+
+
+def _unit(m: dict[str, Any], mode: str | None) -> str:
+    """A row's unit as every view shows it (display_unit: "ns (icount)"); as written where
+    nothing of its arch was measured yet to say the mode."""
+    return display_unit(m, mode) if mode else str(m["unit"])
+
+
+def _arch_mode(study: dict[str, Any], arch: str) -> str | None:
+    report = study["reports"].get(arch)
+    return report["mode"] if report else None
 
 
 def _valid(metric: str, mode: str | None) -> bool:
     return mode is None or describe(metric, "").valid_in(mode)
 
 
-def _split_rows(split: dict[str, Any]) -> list[list[str]]:
-    return [[r["label"], r["unit"], fmt_value(r["from"], r["unit"]), fmt_value(r["via"], r["unit"]),
-             fmt_value(r["to"], r["unit"]), f"{r['total_pct']:+.1f}%", f"{r['code_pct']:+.1f}%",
-             f"{r['config_pct']:+.1f}%"] for r in split["rows"]]
+def _split_rows(study: dict[str, Any], split: dict[str, Any]) -> list[list[str]]:
+    mode = _arch_mode(study, split["arch"])
+    return [[r["label"], _unit({"name": r["metric"], "unit": r["unit"]}, mode), fmt_value(r["from"], r["unit"]),
+             fmt_value(r["via"], r["unit"]), fmt_value(r["to"], r["unit"]), f"{r['total_pct']:+.1f}%",
+             f"{r['code_pct']:+.1f}%", f"{r['config_pct']:+.1f}%"] for r in split["rows"]]
 
 
 def _split_head(split: dict[str, Any]) -> list[str]:
@@ -303,57 +343,131 @@ def _legend(study: dict[str, Any]) -> list[str]:
     return [conclusion.DELTA_LEGEND] if study["tables"] and len(_variant_names(study)) > 1 else []
 
 
-def _terminal(study: dict[str, Any]) -> str:
-    console = Console(record=True, width=180, file=io.StringIO())   # renders; never writes stdout
-    names = _variant_names(study)
+def _terminal(study: dict[str, Any], view: kinds.View) -> str:
+    screen = view.screen
+    shape = _fit(study, screen.width) if screen.width else WHOLE
+    width = screen.width or FULL_WIDTH
+    console = Console(record=True, width=width, file=io.StringIO())   # renders; never writes stdout
     with console.capture() as capture:
         for line in header(study):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            _say(console, line, screen)
         for t in study["tables"]:
-            # Cells are rich markup: the report's words are escaped ("[/]" in a name).
-            table = Table(title=escape(t["title"]), title_justify="left")
-            for col in ["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])]:
-                table.add_column(escape(col), justify="left" if col in ("metric", "arch", "unit") else "right")
-            for row in section_rows(study, t["metrics"]):
-                table.add_row(*map(escape, row))
-            console.print(table)
-        for line in _legend(study):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            rows = section_rows(study, t["metrics"], shape)
+            console.print(_table(t["title"], section_head(study, shape), rows, 3, screen, shape.label_width))
+        names = _variant_names(study)
+        mode = next((r["mode"] for r in study["reports"].values()), None)
+        for line in [*_legend(study), *left_out({"mode": mode}, shape, names, screen.width),
+                     *_unavailable(study, names[:shape.values or len(names)], shape, width)]:
+            _say(console, line, screen)
         for split in study["decomposition"]:
-            table = Table(title=escape(_split_title(split)), title_justify="left")
-            for col in _split_head(split):
-                table.add_column(escape(col), justify="left" if col in ("metric", "unit") else "right")
-            for row in _split_rows(split):
-                table.add_row(*map(escape, row))
-            console.print(table)
+            head, rows = _split_head(split), _split_rows(study, split)
+            if screen.width and _width(head, rows)[0] > screen.width:   # the percentages say the split
+                head, rows = [head[0], *head[5:]], [[row[0], *row[5:]] for row in rows]
+                _say(console, f"left out to fit {screen.width} columns: the split's values (its % shown)", screen)
+            console.print(_table(_split_title(split), head, rows, 1 if len(head) < 8 else 2, screen))
         if study["per_device"]:
-            table = Table(title=perdevice.TITLE, title_justify="left")
-            for col in perdevice.HEAD:
-                table.add_column(col, justify="left" if col in ("metric", "arch", "unit", "variant") else "right")
-            for row in perdevice.table_rows(study["per_device"]):
-                table.add_row(*map(escape, row))
-            console.print(table)
-        for line in _sweep_lines(study):
+            console.print(_table(perdevice.TITLE, perdevice.HEAD, _per_device_rows(study), 4, screen))
+        for line in _sweep_lines(study):   # laid out by report/sweep.py: as it is, never re-wrapped
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("Summary", style="bold")
         for line in study["summary"]:
-            console.print(f"  • {line}", highlight=False, markup=False, soft_wrap=True)
+            _say(console, f"  • {line}", screen)
     return capture.get()
 
 
+def _say(console: Console, line: str, screen: Screen) -> None:
+    """A line of words: on a screen wrapped at its width (between words), in a file whole."""
+    console.print(line, highlight=False, markup=False, soft_wrap=not screen.width)
+
+
+def _table(title: str, head: list[str], rows: list[list[str]], left: int, screen: Screen,
+           label_width: int | None = None) -> Table:
+    """One of the report's tables: its first `left` columns (names) left-aligned. On a
+    screen rows never wrap: a long header folds (after a hyphen or a space) to its
+    column's cells, labels are shortened to `label_width` (else to what the width leaves
+    them), what still does not fit is cut by rich."""
+    fitted = bool(screen.width)
+    if fitted and label_width is None:
+        label_width = _label_room(head, rows, screen.width or 0)
+    # Cells are rich markup: the report's words are escaped ("[/]" in a name).
+    table = Table(title=escape(title), title_justify="left", box=box.MINIMAL if fitted else box.HEAVY_HEAD,
+                  show_edge=not fitted, pad_edge=not fitted)
+    for i, col in enumerate(head):
+        cells = [row[i] for row in rows]
+        shown = _folded(col, max(map(cell_len, cells), default=0)) if fitted and i else col
+        table.add_column(escape(shown), justify="left" if i < left else "right", no_wrap=fitted,
+                         overflow="ellipsis" if i == 0 else "fold")
+    labels = shortened([row[0] for row in rows], label_width)
+    for label, row in zip(labels, rows, strict=True):
+        table.add_row(escape(label), *map(escape, row[1:]))
+    return table
+
+
+def _pieces(header: str) -> list[str]:
+    """A header's pieces: broken after each hyphen or space ("Δ slow-code" -> "Δ ", "slow-", "code")."""
+    return [p for p in re.findall(r"[^-\s]*[-\s]?", header) if p]
+
+
+def _folded(header: str, width: int) -> str:
+    """`header` in lines as wide as `width` (or its longest piece), so that a long variant
+    name does not widen a column of short figures."""
+    lines = [""]
+    for piece in _pieces(header):
+        if lines[-1] and cell_len((lines[-1] + piece).rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _width(head: list[str], rows: list[list[str]]) -> tuple[int, int]:
+    """A fitted table's width (each header folded: _folded), and its label column's."""
+    widths = [max(max((cell_len(cell) for cell in column[1:]), default=0),
+                  max(cell_len(p.rstrip()) for p in _pieces(column[0])) if i else cell_len(column[0]))
+              for i, column in enumerate(zip(head, *rows, strict=True))]
+    return sum(widths) + GAP * (len(widths) - 1), widths[0]
+
+
+def _label_room(head: list[str], rows: list[list[str]], width: int) -> int | None:
+    """The label width that lets a table fit `width` (None: it fits whole)."""
+    if not rows:
+        return None
+    needed, label = _width(head, rows)
+    return None if needed <= width else max(label - (needed - width), LABEL_MIN)
+
+
+def _fit(study: dict[str, Any], width: int) -> Shape:
+    """The shape of the seed's tables (one for all, so that they read alike) for `width`."""
+    def widths(shape: Shape) -> tuple[int, int]:
+        rows = [row for t in study["tables"] for row in section_rows(study, t["metrics"], shape)]
+        return _width(section_head(study, shape), rows) if rows else (0, 0)
+    return fit_shape(widths, len(_variant_names(study)), width)
+
+
+def _unavailable(study: dict[str, Any], shown: list[str], shape: Shape, width: int) -> list[str]:
+    """Why the cells that say only "n/a" are not available (their reasons left out to fit)."""
+    wanted = {m for t in study["tables"] for m in t["metrics"]}
+    lines = [line for report in study["reports"].values()
+             for line in unavailable([m for m in report["metrics"] if m["name"] in wanted], shown, shape, width)]
+    return list(dict.fromkeys(lines))
+
+
+def _per_device_rows(study: dict[str, Any]) -> list[list[str]]:
+    rows = perdevice.table_rows(study["per_device"])
+    return [[row[0], row[1], _unit({"name": r["metric"], "unit": r["unit"]}, _arch_mode(study, r["arch"])), *row[3:]]
+            for row, r in zip(rows, study["per_device"], strict=True)]
+
+
 def _markdown(study: dict[str, Any]) -> str:
-    names = _variant_names(study)
     lines = [f"### Study {study['study']}: {study['title']}", ""] + [f"- {h}" for h in header(study)] + [""]
     for t in study["tables"]:
         lines += [f"#### {t['title']}", ""]
-        lines += md_table(["metric", "arch", "unit", *names, *(f"Δ {n}" for n in names[1:])],
-                           section_rows(study, t["metrics"])) + [""]
+        lines += md_table(section_head(study), section_rows(study, t["metrics"])) + [""]
     lines += [*_legend(study), ""] if _legend(study) else []
     for split in study["decomposition"]:
-        lines += [f"#### {_split_title(split)}", ""] + md_table(_split_head(split), _split_rows(split)) + [""]
+        lines += [f"#### {_split_title(split)}", ""] + md_table(_split_head(split), _split_rows(study, split)) + [""]
     if study["per_device"]:
         lines += [f"#### {perdevice.TITLE}", ""]
-        lines += md_table(perdevice.HEAD, perdevice.table_rows(study["per_device"])) + [""]
+        lines += md_table(perdevice.HEAD, _per_device_rows(study)) + [""]
     sweep = _sweep_lines(study)
     if sweep:
         lines += ["```", *sweep, "```", ""]
@@ -364,6 +478,6 @@ def _markdown(study: dict[str, Any]) -> str:
 STUDY = kinds.register(kinds.Kind(
     name="study", tag="kernellab-study", what="a study report", version=1, readable=(1,),
     schema="study-schema.json", rewrite="run the study again (its builds and runs are in the store)",
-    renderers={"table": lambda study, view: _terminal(study), "markdown": lambda study, view: _markdown(study),
+    renderers={"table": _terminal, "markdown": lambda study, view: _markdown(study),
                "html": _html, "results": _results},
     formats=("table", "markdown", "json", "html", "results"), from_dict=_from_dict))

@@ -11,7 +11,7 @@ gets every column and every header line."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -117,11 +117,17 @@ def delta_markup(m: dict[str, Any], variant: str, interval: bool = True) -> str:
 # -- fitting a width -------------------------------------------------------------------
 
 def fit(report: dict[str, Any], metrics: list[dict[str, Any]], width: int) -> Shape:
+    """The compare table's shape for `width` (fit_shape)."""
+    return fit_shape(lambda shape: _widths(report, metrics, shape), len(report["variants"]), width)
+
+
+def fit_shape(widths: Callable[[Shape], tuple[int, int]], variants: int, width: int) -> Shape:
     """The first shape, most shown first, whose table is at most `width` wide; the
-    narrowest when none is (its labels then cut by rich, never wrapped)."""
+    narrowest when none is (its labels then cut by rich, never wrapped). `widths`: a
+    table's width in a shape, and its label column's (a study's tables are fitted so too)."""
     narrowest = Shape()
-    for shape in _shapes(len(report["variants"])):
-        needed, label = _widths(report, metrics, shape)
+    for shape in _shapes(variants):
+        needed, label = widths(shape)
         if needed <= width:
             return shape
         room = label - (needed - width)

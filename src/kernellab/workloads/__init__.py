@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from .. import datafile, modes
-from ..errors import LabError
+from ..errors import LabError, did_you_mean
 from . import parse
 
 NAME = re.compile(r"[a-z][a-z0-9-]*")                 # a workload's: WORKLOAD.METRIC in reports
@@ -410,7 +410,9 @@ def load(what: str) -> Loaded:
                            "`kernellab workload list`")
         return Loaded(_load(datafile.read_toml(path), what), what, path.parent, shipped=False)
     if what not in packaged():
-        raise LabError(f"no workload {what!r}: use one of {', '.join(packaged())}, or the path of your own .toml file")
+        known = f"use one of {', '.join(packaged())}, or the path of your own .toml file"
+        hint = did_you_mean(what, packaged())
+        raise LabError(f"no workload {what!r}: {f'{hint} ({known})' if hint else known}")
     return _load_shipped(what)
 
 
