@@ -591,7 +591,9 @@ def cmd_why(args: argparse.Namespace) -> int:
     b = parse_short(args.b, b_source, args.arch or DEFAULT_ARCH)
     for v in (a, b):
         placement.adapt(v)
-    checked = why.check(a, b, metrics, placement)   # bad input: one line, before any build
+    # bad input: one line, before any build; distribution-size configs reduced unless --whole
+    checked = why.check(a, b, metrics, placement, whole=args.whole)
+    a, b = checked.a, checked.b
     store = _store(args)
     mode = modes.get(args.mode or placement.default_mode())
     with _cluster(args) as cluster:
@@ -1433,6 +1435,10 @@ def parser() -> argparse.ArgumentParser:
                     help="smallest change that counts, in %% (default: the metric's noise floor where measured, "
                          f"else {DEFAULT_THRESHOLD:g})")
     mode_opt(wy, None)
+    wy.add_argument("--whole", action="store_true",
+                    help="measure distribution-size configurations as they are (every probe then builds a "
+                         "distribution's kernel: an hour or more on a small machine, hours for a bisection) instead "
+                         "of reduced onto lab-minimal keeping every option in which A and B differ")
     wy.add_argument("--max-runs", type=_run_count, default=WALL_MAX_RUNS,
                     help=f"wall mode: at most this many boots of a probe while its verdict is not yet known "
                          f"(default {WALL_MAX_RUNS})")

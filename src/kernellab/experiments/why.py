@@ -20,17 +20,27 @@ culprit explains is the remainder.
 Every kernel is a probe (experiments.probe), built and booted through the store: after an
 interruption the same command reuses every probe measured, and a commit that did not
 build is remembered and not built again.
+
+Two distribution-size configurations (config.reduce.is_distribution_size) are measured
+reduced onto lab-minimal (config.reduce, as `debian-reduced` and the audit do), keeping
+every option in which A and B differ and what Kconfig says those need: a probe costs a
+lab kernel's build, not a distribution's hour. `whole` measures them as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from .. import modes
-from ..config.dotconfig import differing
+from .. import modes, paths
+from ..config import reduce
+from ..config.dotconfig import differing, format_config
+from ..config.explain import why as unmet
+from ..config.kconfig import KconfigTree, menus, open_tree
+from ..config.planner import plan
 from ..errors import LabError
 from ..metrics.catalog import describe
 from ..store import Store
@@ -38,11 +48,15 @@ from ..workloads import Instance
 from . import cluster_probe, commits, executor, failed_builds
 from .bisect import Bisector, ProberLike
 from .commits import Commit, History
+from .lab import Prepared
 from .placement import Placement
 from .probe import DIFFERENT, SAME, Probe, Prober, Verdict, base_file
 from .spec import VariantSpec
 
 MAX_COMMIT_CULPRITS = 4   # commits found one after another on a metric, at most
+# Rounds of adding what Kconfig says a differing option needs, when its reduction does not
+# hold it: each round plans from the last one's resolved config; Linux needs one or two.
+NEED_ROUNDS = 3
 
 
 @dataclass
@@ -89,15 +103,20 @@ class _Runs:
 
 @dataclass(frozen=True)
 class Checked:
-    """What was checked before anything is built."""
+    """What was checked before anything is built, and the kernels A and B measured: the
+    variants given, or their reductions (`reduction`)."""
     a_text: str
     b_text: str
     a_values: dict[str, str]
     history: History | None
+    a: VariantSpec
+    b: VariantSpec
+    reduction: dict[str, Any] | None = None
 
 
-def check(a: VariantSpec, b: VariantSpec, metrics: list[str], placement: Placement) -> Checked:
-    """Bad input, one line each, before any build."""
+def check(a: VariantSpec, b: VariantSpec, metrics: list[str], placement: Placement, whole: bool = False) -> Checked:
+    """Bad input, one line each, before any build; two distribution-size configurations
+    reduced unless `whole`."""
     if a.arch != b.arch:
         raise LabError(f"why compares two kernels of one arch: A is {a.arch}, B {b.arch}")
     for axis in ("vcpus", "devices", "fs"):
@@ -116,7 +135,11 @@ def check(a: VariantSpec, b: VariantSpec, metrics: list[str], placement: Placeme
             if missing:
                 raise LabError(f"{m} needs {', '.join(missing)}, which {name} ({v.name}) does not set: why explains "
                                "a metric both kernels have")
-    return Checked(pa.config.text, pb.config.text, values["A"], history)
+    if whole or not (reduce.is_distribution_size(values["A"]) or reduce.is_distribution_size(values["B"])):
+        return Checked(pa.config.text, pb.config.text, values["A"], history, a, b)
+    metric_needs = {o for m in metrics for o in describe(m, "").needs}
+    ra, rb, reduction = _reduce(placement, {"A": (a, pa), "B": (b, pb)}, metric_needs)
+    return Checked(ra.config.text, rb.config.text, ra.config.values, history, ra.spec, rb.spec, reduction)
 
 
 class Why:
@@ -152,8 +175,9 @@ class Why:
         chain = [("code", pa, split), ("toolchain", split, tool), ("configuration", tool, config_end),
                  ("boot words", config_end, pb)]
         answers = [self._metric(m, pa, pb, chain) for m in self.ask.metrics]
-        return {"a": _variant(a), "b": _variant(b), "mode": self.ask.mode.name,
-                "thresholds": self.ask.thresholds,
+        reduction = checked.reduction
+        return {"a": reduction["a"] if reduction else _variant(a), "b": reduction["b"] if reduction else _variant(b),
+                "reduced": reduction, "mode": self.ask.mode.name, "thresholds": self.ask.thresholds,
                 "history": self.history.to_dict() if self.history else None,
                 "not_carried": split.not_carried,
                 "metrics": answers,
@@ -412,6 +436,108 @@ def _probe_row(p: Point, metrics: list[str]) -> dict[str, Any]:
             "runs": max((len(probe.runs[m]) for m in metrics), default=0) if probe else 0,
             "built": bool(probe and not probe.build.cached), "build_s": probe.build.wall_s if probe else 0.0,
             "boots": probe.boots if probe else 0, "skipped": p.skipped, "not_carried": p.not_carried}
+
+
+# -- distribution-size configurations, reduced -----------------------------------------
+
+def _reduce(placement: Placement, given: dict[str, tuple[VariantSpec, Prepared]],
+            metric_needs: set[str]) -> tuple[Prepared, Prepared, dict[str, Any]]:
+    """A and B reduced onto lab-minimal, each keeping its values of the options in which
+    they differ, of those the metrics need, and of what Kconfig says those need (planned
+    from the reduction's resolved config where it does not hold them, NEED_ROUNDS times at
+    most). -> (reduced A, reduced B, what the answer says of it)"""
+    (a, pa), (b, pb) = given["A"], given["B"]
+    full = {"A": pa.config.values, "B": pb.config.values}
+    differ = sorted(set(differing(full["A"], full["B"])))
+    keep = set(differ) | metric_needs
+    leans = {side: placement.prepare(replace(spec, name="lab-minimal", base="lab-minimal", fragments=[], options=[]))
+             for side, (spec, _) in given.items()}
+    trees = {side: _tree(lean) for side, lean in leans.items()}
+    for round_ in range(NEED_ROUNDS + 1):
+        kept = {side: reduce.reduce(trees[side], leans[side].config.values, full[side], keep) for side in given}
+        reduced = {side: placement.prepare(_reduced_spec(given[side][0], kept[side])) for side in given}
+        lost = _lost(differ, full, reduced)
+        more = set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
+                             for side, name in lost)) - keep if round_ < NEED_ROUNDS else set()
+        if not more:
+            break
+        keep |= more
+    return reduced["A"], reduced["B"], {
+        "a": _variant(a), "b": _variant(b), "measured": "reduced onto lab-minimal",
+        "size": {side: _size(values) for side, values in full.items()},
+        "threshold": {"modules": reduce.DISTRIBUTION_MODULES, "options": reduce.DISTRIBUTION_OPTIONS},
+        "configs": {side: p.spec.fragments[0] for side, p in reduced.items()},
+        "differing": len(differ),
+        "kept": [f"{name}: A {full['A'].get(name, 'n')}, B {full['B'].get(name, 'n')}" for name in differ
+                 if not any(n == name for _, n in lost)],
+        "needed": sorted(keep - set(differ)),
+        "not_kept": [_not_kept(trees[side], reduced[side], side, name, full[side].get(name, "n"))
+                     for side, name in lost],
+        "left_out": _left_out(trees, leans, full, kept),
+        "left_out_why": "A and B set them alike, outside the reduction's menus (drivers, file systems, networking, "
+                        "modules...): they are no part of the change A -> B, and the reduced kernels have "
+                        "lab-minimal's values instead",
+        "whole": "--whole measures the configurations as they are: every probe builds a distribution's kernel, "
+                 "an hour or more on a small machine"}
+
+
+def _tree(lean: Prepared) -> KconfigTree:
+    assert lean.toolchain is not None   # lab-minimal is a kernel kernellab builds
+    return open_tree(lean.source, lean.profile, lean.toolchain)
+
+
+def _reduced_spec(spec: VariantSpec, kept: dict[str, str]) -> VariantSpec:
+    """lab-minimal with the reduction's settings as a fragment, named by its content."""
+    text = f"# {spec.name} reduced onto lab-minimal (kernellab why)\n" + format_config(kept)
+    path = paths.cache_dir("why") / f"reduced-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
+    if not path.exists():
+        path.write_text(text)
+    return replace(spec, base="lab-minimal", fragments=[str(path)], options=[])
+
+
+def _lost(differ: list[str], full: dict[str, dict[str, str]], reduced: dict[str, Prepared]) -> list[tuple[str, str]]:
+    """(side, option) of the differing options a reduction does not hold at the config's value."""
+    return [(side, name) for name in differ for side in ("A", "B")
+            if reduced[side].config.values.get(name, "n") != full[side].get(name, "n")]
+
+
+def _needs(tree: KconfigTree, reduced: Prepared, name: str, value: str) -> set[str]:
+    """What the planner would set for the option to take `value` on the reduction (its
+    names: the reduction then keeps the config's own values of them)."""
+    sym = tree.symbol(name)
+    if sym is None or name.startswith("CONFIG_DEBUG_INFO"):
+        return set()
+    tree.load_text(reduced.config.text, "the reduction")
+    return {s.name for s in plan(tree, sym, value).settings() or ()}
+
+
+def _not_kept(tree: KconfigTree, reduced: Prepared, side: str, name: str, value: str) -> dict[str, str]:
+    got = reduced.config.values.get(name, "n")
+    if name.startswith("CONFIG_DEBUG_INFO"):
+        needs = reduce.NO_DEBUG_INFO
+    else:
+        tree.load_text(reduced.config.text, "the reduction")
+        needs = unmet(tree, name, value) or f"olddefconfig gives it {got}"
+    return {"option": name, "side": side, "wanted": value, "got": got, "needs": needs}
+
+
+def _left_out(trees: dict[str, KconfigTree], leans: dict[str, Prepared], full: dict[str, dict[str, str]],
+              kept: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The options A or B set (a user can set: those with a prompt) that their reduction
+    does not keep, by the top-level menu they are in."""
+    by_menu: dict[str, set[str]] = {}
+    for side, tree in trees.items():
+        for name in differing(leans[side].config.values, full[side]):
+            sym = tree.symbol(name)
+            node = next((n for n in sym.nodes if n.prompt), None) if sym is not None else None
+            if node is not None and name not in kept[side]:
+                by_menu.setdefault((menus(node) or ["(main menu)"])[0], set()).add(name)
+    return [{"menu": menu, "count": len(names), "options": sorted(names)}
+            for menu, names in sorted(by_menu.items(), key=lambda item: -len(item[1]))]
+
+
+def _size(values: dict[str, str]) -> dict[str, int]:
+    return {"set": sum(v in ("y", "m") for v in values.values()), "modules": sum(v == "m" for v in values.values())}
 
 
 # -- commits that do not build, remembered ---------------------------------------------

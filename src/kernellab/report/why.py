@@ -24,8 +24,26 @@ def _variant(v: dict[str, Any]) -> str:
     return f"{v['name']} ({v['source']}, {config}, {v['toolchain']}{words})"
 
 
+def _reduced(red: dict[str, Any]) -> list[str]:
+    """What a reduction of distribution-size configurations measured, kept and left out."""
+    size = ", ".join(f"{side} sets {s['set']} options ({s['modules']} modules)" for side, s in red["size"].items())
+    lines = [f"measured reduced onto lab-minimal: {size}, beyond {red['threshold']['options']} options or "
+             f"{red['threshold']['modules']} modules (distribution size); kept the {red['differing']} option(s) "
+             f"in which A and B differ" + (f" and {len(red['needed'])} they need" if red["needed"] else "")
+             + f"; {red['whole']}"]
+    groups = "; ".join(f"{g['menu']} {g['count']} ({', '.join(g['options'][:4])}{', ...' if g['count'] > 4 else ''})"
+                       for g in red["left_out"])
+    if groups:
+        lines.append(f"left out {sum(g['count'] for g in red['left_out'])} option(s): {red['left_out_why']}: {groups}")
+    lines += [f"could not keep {n['option']}={n['wanted']} of {n['side']} (got {n['got']}): {n['needs']}"
+              for n in red["not_kept"]]
+    return lines
+
+
 def why_text(r: dict[str, Any]) -> str:
     lines = [f"why: A {_variant(r['a'])}", f"     B {_variant(r['b'])}", modes.get(r["mode"]).summary]
+    if r.get("reduced"):
+        lines += _reduced(r["reduced"])
     if r["not_carried"]:
         lines.append(f"A's configuration on B's source: {len(r['not_carried'])} option(s) do not carry over "
                      f"(olddefconfig): {'; '.join(r['not_carried'][:8])}")
@@ -104,6 +122,8 @@ def _subsystem(subject: str) -> str:
 def why_markdown(r: dict[str, Any]) -> str:
     """The 0-day robot's report: one block per culprit, headed [subsystem] id: metric change."""
     out = ["Greeting,", ""]
+    if r.get("reduced"):
+        out += [*_reduced(r["reduced"]), ""]
     for m in r["metrics"]:
         unit, better = m["unit"], m["better"]
         out.append(f"kernellab `why` measured a {_pct(m['total_pct'])} change of {m['metric']} ({better} is better) "
