@@ -489,7 +489,8 @@ def _tree(lean: Prepared) -> KconfigTree:
 def _reduced_spec(spec: VariantSpec, kept: dict[str, str]) -> VariantSpec:
     """lab-minimal with the reduction's settings as a fragment, named by its content."""
     text = f"# {spec.name} reduced onto lab-minimal (kernellab why)\n" + format_config(kept)
-    path = paths.cache_dir("why") / f"reduced-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
+    name = f"reduced-{hashlib.sha256(text.encode()).hexdigest()[:16]}.config"
+    path = paths.cache_dir("why") / paths.component("config", name)
     if not path.exists():
         path.write_text(text)
     return replace(spec, base="lab-minimal", fragments=[str(path)], options=[])
