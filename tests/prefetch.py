@@ -44,9 +44,12 @@ class Prefetch:
 
     def __init__(self, log: Path):
         self.log = log
+        # A process group of its own (stop() ends make and its compilers too), in the tests'
+        # session: with the scheduler's autogroups (kernel.sched_autogroup_enabled), a new
+        # session would get an equal share of the CPU whatever its nice value.
         self.proc = subprocess.Popen([sys.executable, __file__, str(log)], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=lambda: os.nice(19))
+                                     process_group=0, preexec_fn=lambda: os.nice(19))
         self.started = time.monotonic()
 
     def wait(self) -> None:
