@@ -258,3 +258,10 @@ def test_a_toolchain_that_differs_is_a_part_of_its_own_before_the_options(lab, c
     assert parts["toolchain"]["verdict"]["verdict"] == SAME    # the fake QEMU runs clang's kernel as fast
     assert [c["name"] for c in m["culprits"]] == ["CONFIG_FAKE_SLOW=y"]
     assert sum(p["delta"] for p in m["parts"]) == pytest.approx(m["total"])
+
+
+def test_a_ref_that_reads_as_an_option_is_refused_before_git_sees_it(tmp_path):
+    from kernellab.errors import LabError
+    from kernellab.experiments import commits
+    with pytest.raises(LabError, match="does not start with '-'"):
+        commits.commit(tmp_path, "--output=x")

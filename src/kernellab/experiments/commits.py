@@ -122,6 +122,9 @@ def history(good_source: str, bad_source: str) -> History | None:
 
 
 def commit(repo: Path, ref: str) -> Commit:
+    if ref.startswith("-") or not ref:
+        # git would read it as one of its own options
+        raise LabError(f"{ref!r} is no branch, tag or commit: give a name that does not start with '-'")
     sha = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if sha is None:
         raise LabError(f"{ref!r} is no branch, tag or commit of {repo} (`git -C {repo} log --oneline` lists them)")
