@@ -52,10 +52,10 @@ def kernellab(*args, store_path, timeout=900):
 # (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last, so
 # that the other tests' variants stay incremental builds of lab-minimal. The attribution
 # tests come after them and probe around the ssh guest's config (which compiles in their
-# DEBUG_PAGEALLOC too), a few objects at a time. The ssh guest, the debug-cost study's debug
-# kernel (PROVE_LOCKING, SLUB_DEBUG_ON: every object) and s390x are built ahead in the
-# background (tests/prefetch.py), the x86_64 ones in trees of their own: the tests that need
-# them come late, to give that build the time the others leave a core idle.
+# DEBUG_PAGEALLOC too), a few objects at a time. The debug-cost study's debug kernel
+# (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own) and s390x are built
+# ahead in the background (tests/prefetch.py): the tests that need them come late, to give
+# that build the time the others leave a core idle.
 _LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
          "test_attribution_integration.py")
 

@@ -1,18 +1,24 @@
 """Kernels the integration tests need late, built ahead on the core the tests leave idle.
 
-A cold run of the test command builds about 40 minutes of kernels on two cores, and
-spends about as long in QEMU boots that keep one core busy and the fake lab's tests that
-keep one busy too. The kernels that no earlier test builds around, s390x lab-minimal (its
-own tree), the debug-cost study's debug kernel (lockdep: a rebuild of every object, also on
-the way back) and the ssh tests' guest (KEXEC: two thirds of the objects), are built here,
-in the background, at the lowest priority: they take the idle core and yield at once to the
-tests' own builds and boots. The x86_64 ones build in trees of their own, so that the shared
-tree keeps the state the other tests' incremental builds start from.
+A cold run of the test command builds about 50 CPU-minutes of kernels, and spends about
+as long in QEMU boots and the fake lab's tests, which keep one core busy. The kernels that no
+other test builds around, s390x lab-minimal (a tree of its own) and the debug-cost study's
+debug kernel (lockdep: a rebuild of every object, also on the way back; built in a tree of
+its own, so that the shared tree keeps the state the other tests' incremental builds start
+from), are built here, in the background, at the lowest priority: they take the idle core
+and yield at once to the tests' own builds and boots (kernellab's make stays in the
+caller's session, where nice counts: kernellab.build).
 
-A test that needs one of them waits for this first (the `prefetched` fixture). The build
-itself is kernellab's: a kernel another command is building is waited for, never made twice
-(kernellab.build), so a test that got there first costs nothing but the wait. A prefetch that
-fails says nothing here: the test builds the kernel itself and shows the error.
+The ssh tests' guest is not built here: lab-minimal with KEXEC recompiles two thirds of
+the objects, which costs less in the shared tree, right before its tests, than a whole
+build in a tree of its own (and its kexec'd variants and the attribution tests' probes
+then build a few objects away from it).
+
+A test that needs one of these kernels waits for this first (the `prefetched` fixture). The
+build itself is kernellab's: a kernel another command is building is waited for, never
+made twice (kernellab.build), so a test that got there first costs nothing but the wait.
+A prefetch that fails says nothing here: the test builds the kernel itself and shows the
+error.
 
     python tests/prefetch.py LOG    # what conftest starts; LOG gets what it did
 """
@@ -27,16 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sshguest import VARIANT
-
 # (variant, arch, in a tree of its own), in the order the tests need them (conftest's _LAST).
-# The ssh guest's own: its tests' kexec'd variants (its config and one option) then build in
-# the shared tree from ccache, whose objects do not depend on the tree they were made in.
 KERNELS = (("lab-minimal=lab-minimal", "s390x", False),
-           ("debug=lab-minimal+debug-kernel", "x86_64", True),
-           (VARIANT, "x86_64", True))
+           ("debug=lab-minimal+debug-kernel", "x86_64", True))
 # The test files whose kernels these are: a session without them starts nothing.
-FOR = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py")
+FOR = ("test_arch_integration.py", "test_study_integration.py")
 
 
 class Prefetch:

@@ -101,3 +101,32 @@ def test_a_kernel_another_build_is_making_is_waited_for_and_taken_not_made_twice
     assert results[taken].key == results[made[0]].key and results[taken].image == results[made[0]].image
     assert (tmp_path / f"tree-{made[0]}" / "vmlinux").exists()
     assert not (tmp_path / f"tree-{taken}" / "vmlinux").exists()   # no make ran there
+
+
+def test_a_build_runs_in_a_process_group_of_its_own_in_the_callers_session(lab, tmp_path, monkeypatch):
+    """Its own group, so that stopping kernellab stops every compiler; the caller's session,
+    so that `nice kernellab ...` holds: with the scheduler's autogroups (on by default) a new
+    session would take an equal share of the CPU whatever its nice value."""
+    where = tmp_path / "group"
+    monkeypatch.setenv("KERNELLAB_FAKE_MAKE_GROUP", str(where))
+    assert lab.main("build", "a=tinyconfig") == 0
+    group, session = (int(n) for n in where.read_text().split())
+    assert session == os.getsid(0)
+    assert group not in (os.getpgid(0), session)
+
+
+def test_a_cold_build_runs_the_compiler_once_per_object_not_its_preprocessor_too(lab, tmp_path, monkeypatch):
+    """ccache in depend mode: an object it has not seen costs one compiler run, not a
+    preprocessor run to hash and then the compile (about 45% more for a kernel's objects)."""
+    import shutil
+    wrapper = tmp_path / "compiler" / "gcc"
+    wrapper.parent.mkdir()
+    calls = tmp_path / "calls"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("gcc")} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "unused"))   # kernellab's own ccache is used
+    assert lab.main("build", "b=tinyconfig+CONFIG_FAKE_SLOW=y") == 0
+    kernel_objects = [c for c in calls.read_text().splitlines() if str(lab.tree) in c and " -c " in c]
+    assert kernel_objects, "the build compiled nothing through the wrapper"
+    assert [c for c in calls.read_text().splitlines() if " -E " in c and str(lab.tree) in c] == []

@@ -133,13 +133,15 @@ def test_option_with_unmet_dependencies_is_reported_dropped(tmp_path):
 
 
 def test_compare_json_report(minimal, tmp_path):
+    # The metrics asserted on below only (compare --metric): not the whole agent.
     result = kernellab("compare", "lab-minimal", "--format", "json", "--timeout", "300",
-                       store_path=tmp_path / "s.sqlite")
+                       "--metric", ",".join(sorted(RUNTIME)), store_path=tmp_path / "s.sqlite")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     schema = json.loads((Path(__file__).parent.parent / "src/kernellab/report/schema.json").read_text())
     jsonschema.validate(report, schema)
     assert report["mode"] == "icount" and "not hardware" in report["mode_note"]
+    assert report["only_metrics"] == sorted(RUNTIME)
     (run,) = report["variants"][0]["runs"]
     assert run["target"]["label"] == "QEMU TCG icount" and run["target"]["details"]["cpu"] == "qemu64"
     # The agent starts while the kernel still times with tsc-early; a precise clock either way.
@@ -154,6 +156,9 @@ def test_compare_json_report(minimal, tmp_path):
     metrics = {m["name"]: m for m in report["metrics"]}
     assert RUNTIME | {"build.wall", "size.image", "size.text", "boot.agent_ready.printk",
                       "mem.kernel.kernel_code"} <= set(metrics)
+    # The agent measured what was asked, and nothing else (the build's and the console's rows stay).
+    agent_rows = {name for name, m in metrics.items() if m["source"] == "agent" and m["group"] != "other"}
+    assert agent_rows == RUNTIME
     null = metrics["syscall.null"]
     assert null["better"] == "lower" and null["unit"] == "ns"
     assert null["values"]["lab-minimal"]["n"] == len(null["values"]["lab-minimal"]["samples"]) >= 3
@@ -182,22 +187,27 @@ def test_malformed_fragment_names_file_and_line(tmp_path):
 
 
 def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_needs(minimal, store):
-    """lab-minimal without AF_UNIX: the unix-socket metrics say which option they need,
-    never a zero. (An incremental rebuild of the shared build tree: net/unix only.)"""
+    """lab-minimal without the AF_ALG cipher sockets: the in-kernel AES metric says which
+    option it needs, never a zero. (An incremental rebuild of the shared build tree: two
+    objects of crypto/ and the link; CONFIG_UNIX=n, tried first, recompiled a third of it.)"""
     from kernellab.experiments import compare
     from kernellab.experiments.spec import Experiment
 
-    exp = Experiment("no-unix", [parse_short("base=lab-minimal"), parse_short("nounix=lab-minimal+CONFIG_UNIX=n")])
+    exp = Experiment("no-alg", [parse_short("base=lab-minimal"),
+                                parse_short("noalg=lab-minimal+CONFIG_CRYPTO_USER_API_SKCIPHER=n")])
+    words = "KL_ONLY=syscall.null,crypto.aes256cbc_kernel,crypto.aes256cbc_user"
     how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
-                                                                 cmdline_extra="KL_ONLY=syscall.null,ipc.unix_rtt,bw.unix"))
+                                                                 cmdline_extra=words))
     report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
     assert failures == []
     metrics = {m["name"]: m for m in report["metrics"]}
-    for name in ("ipc.unix_rtt", "bw.unix"):
-        assert metrics[name]["values"]["nounix"] == {"not_available": "needs CONFIG_UNIX"}
-        assert metrics[name]["values"]["base"]["median"] > 0
-        assert "nounix" not in metrics[name]["delta_pct"]
-    assert metrics["syscall.null"]["values"]["nounix"]["median"] > 0
+    kernel = metrics["crypto.aes256cbc_kernel"]
+    assert kernel["values"]["noalg"] == {"not_available": "needs CONFIG_CRYPTO_USER_API_SKCIPHER"}
+    assert kernel["values"]["base"]["median"] > 0
+    assert "noalg" not in kernel["delta_pct"]
+    # The same cipher in user space, and a system call, need no such socket.
+    for name in ("syscall.null", "crypto.aes256cbc_user"):
+        assert metrics[name]["values"]["noalg"]["median"] > 0
 
 
 def test_timings_from_a_tick_resolution_clock_are_refused(minimal, store, tmp_path):

@@ -32,7 +32,7 @@ COME_BACK_S = 45.0
 
 
 @pytest.fixture(scope="module")
-def guest(store, prefetched):
+def guest(store):
     prepared = lab.prepare(parse_short(VARIANT))
     build = lab.ensure_built(prepared, store)
     initrd, keys = initramfs()

@@ -18,6 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from fakes import compare_json
 from kernellab.experiments import compare
 from kernellab.experiments.placement import Placement
 from kernellab.experiments.spec import Experiment, parse_short
@@ -32,14 +33,6 @@ from workloadfiles import workload_file
 SCHEMA = Path(__file__).parent.parent / "src/kernellab/report/schema.json"
 
 
-def compare_report(lab, capsys, *args, expect=0):
-    out = lab.tmp / "report.json"
-    out.unlink(missing_ok=True)
-    rc = lab.main("compare", *args, "--format", "json", "-o", str(out))
-    err = capsys.readouterr().err
-    assert rc == expect, err
-    return (json.loads(out.read_text()) if out.exists() else None), err
-
 
 def metric(report, name):
     return next(m for m in report["metrics"] if m["name"] == name)
@@ -48,7 +41,7 @@ def metric(report, name):
 def test_a_users_workload_is_measured_stored_and_described(lab, capsys, tmp_path):
     spec = str(workload_file(tmp_path, "own", 'echo "value: $((40 + $1))"',
                              command='["sh", "{workdir}/run.sh", "{n}"]'))
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", f"{spec}:n=2", "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", f"{spec}:n=2", "--mode", "icount")
     jsonschema.validate(report, json.loads(SCHEMA.read_text()))
     m = metric(report, "own.value")
     assert m["values"]["a"]["median"] == 42
@@ -72,7 +65,7 @@ def test_a_long_output_in_many_records_is_reassembled_exactly(lab, capsys, tmp_p
     """More than a record's worth of output (pieces of 140 bytes), with spaces, '%' and '#'."""
     line = "x%# " * 100
     spec = workload_file(tmp_path, "long", f'for i in 1 2 3; do echo "{line}"; done\necho "value: 7"')
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
     assert metric(report, "long.value")["values"]["a"]["median"] == 7
     [(text,)] = sqlite3.connect(lab.store).execute("SELECT text FROM logs WHERE kind = 'workload long'").fetchall()
     assert text == f"{line}\n" * 3 + "value: 7\n"
@@ -85,7 +78,7 @@ def test_each_failure_is_a_reason_and_the_rest_of_the_run_is_kept(lab, capsys, t
     garbled = workload_file(tmp_path, "garbled", "echo 'nothing to read here'")
     fine = workload_file(tmp_path, "fine", 'echo "value: 5"')
     args = [a for f in (missing, failing, hanging, garbled, fine) for a in ("--workload", str(f))]
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
     why = {name: metric(report, f"{name}.value")["values"]["a"].get("not_available")
            for name in ("missing", "failing", "hanging", "garbled")}
     assert why["missing"] == "no-such-program-kl is not installed on the guest: install Debian's dash"
@@ -110,7 +103,7 @@ regex = '^bw: (\\d+)$'
 modes = ["wall"]
 '''
     spec = workload_file(tmp_path, "disk", 'echo "bw: 900"', metrics=metrics)
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
     cell = metric(report, "disk.bw")["values"]["a"]
     assert "median" not in cell and "wall mode only" in cell["not_available"]
 
@@ -120,7 +113,7 @@ def test_the_gate_reads_a_workload_metric_whatever_the_order_of_the_options(lab,
     to init's environment, and the agent to the program)."""
     spec = workload_file(tmp_path, "gated", 'echo "value: $WL_VALUE"')
     variants = ("a=tinyconfig+boot:WL_VALUE=100", "b=tinyconfig+boot:WL_VALUE=80")
-    report, err = compare_report(lab, capsys, *variants, "--fail-on", "gated.value:-5", "--workload", str(spec),
+    report, err = compare_json(lab, capsys, *variants, "--fail-on", "gated.value:-5", "--workload", str(spec),
                                  "--mode", "icount", expect=3)
     assert "regression: gated.value b: -20" in err
     assert metric(report, "gated.value")["verdict"]["b"]["kind"] == "worse"
@@ -129,7 +122,7 @@ def test_the_gate_reads_a_workload_metric_whatever_the_order_of_the_options(lab,
     saved.write_text(json.dumps(report))
     assert lab.main("show", str(saved), "--fail-on", "gated.value:-30") == 0
     # A rule on a metric that neither the catalog nor a workload has is one line.
-    _, err = compare_report(lab, capsys, *variants, "--fail-on", "gated.nosuch:-5", "--workload", str(spec), expect=2)
+    _, err = compare_json(lab, capsys, *variants, "--fail-on", "gated.nosuch:-5", "--workload", str(spec), expect=2)
     assert err.strip().splitlines()[-1].startswith("kernellab: error: --fail-on: unknown metric 'gated.nosuch'")
 
 
@@ -145,7 +138,7 @@ while :; do sleep 0.05; done"""
 
 def test_a_server_is_started_waited_for_stopped_and_its_output_kept(lab, capsys, tmp_path):
     spec = workload_file(tmp_path, "served", 'echo "value: 7"', server=SERVER, serve=SERVE)
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
     assert metric(report, "served.value")["values"]["a"]["median"] == 7
     [wl] = report["variants"][0]["runs"][0]["workloads"]
     assert wl["status"] == "ok" and wl["reason"] == ""
@@ -167,13 +160,13 @@ def test_a_server_ready_when_its_port_answers(lab, capsys, tmp_path):
     fetch = (f"python3 -c \"import urllib.request as u; print('value:', "
              f"u.urlopen('http://127.0.0.1:{port}/').status)\"")
     spec = workload_file(tmp_path, "web", fetch, server=server)
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
     assert metric(report, "web.value")["values"]["a"]["median"] == 200
     with socket.socket() as busy:
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # the server's closed connections linger
         busy.bind(("127.0.0.1", port))
         busy.listen()
-        report, _ = compare_report(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
+        report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(spec), "--mode", "icount")
     assert metric(report, "web.value")["values"]["a"]["not_available"] == (
         f"port {port} on 127.0.0.1 answered before the server python3 started: another program on the guest "
         "holds it (stop it, or give the workload another port)")
@@ -196,7 +189,7 @@ def test_each_server_failure_is_the_workloads_reason_and_the_rest_is_kept(lab, c
         "fine": workload_file(tmp_path, "fine", 'echo "value: 5"', server=SERVER, serve=SERVE),
     }
     args = [a for f in files.values() for a in ("--workload", str(f))]
-    report, _ = compare_report(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", *args, "--mode", "icount")
     why = {name: metric(report, f"{name}.value")["values"]["a"].get("not_available") for name in files}
     assert why == {
         "early": "the server sh exited with status 4 before it was ready (its output is in the run's log)",
@@ -228,7 +221,7 @@ def test_what_cannot_run_is_refused_in_one_line_before_any_build(lab, capsys, tm
     net = workload_file(tmp_path, "net", 'echo "value: 1"', extra='[needs]\nnetwork = "host"\n')
     srv = workload_file(tmp_path, "srv", 'echo "value: 1"', server=SERVER.replace("^ready", "^ready \\\\d+"))
     args = [a.format(own=own, net=net, srv=srv) for a in args]
-    _, err = compare_report(lab, capsys, "a=tinyconfig", *args, expect=2)
+    _, err = compare_json(lab, capsys, "a=tinyconfig", *args, expect=2)
     assert err.count("\n") == 1 and says in err, err
     assert (not lab.store.exists() or lab.runs() == []) and not (lab.cache / "artifacts").exists()
 

@@ -156,6 +156,13 @@ def _build(key: str, artifacts: Path, source: Source, profile: ArchProfile, tool
         ccache_dir = str(paths.cache_dir("ccache"))
         env = dict(os.environ, **REPRODUCIBLE_ENV, CCACHE_DIR=ccache_dir)
         env.setdefault("CCACHE_MAXSIZE", "5G")
+        # ccache's depend mode keys an object on the compiler's own dependency file (kbuild
+        # asks for one), where its default runs the preprocessor once more for every object
+        # it has not seen: a cold kernel build then costs about 45% more compiler time
+        # (measured on 16 objects of lab-minimal; ccache.dev/performance.html says 5-20%
+        # in general and 1-3% in depend mode). Hits are as exact either way: the dependency
+        # file names every header, and their contents are hashed.
+        env.setdefault("CCACHE_DEPEND", "1")
         if log:
             how = "from scratch, without ccache" if cold else f"in {tree}"
             log(f"building {profile.build_target} {how} (-j{jobs}), log: {log_path}")
@@ -273,9 +280,12 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
         try:
             # Its own process group: if kernellab is stopped, the whole make tree (every
             # compiler it started) stops with it, and no orphan keeps writing into a build
-            # tree the next build will use.
-            proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+            # tree the next build will use. Not a session of its own: with the scheduler's
+            # autogroups (kernel.sched_autogroup_enabled, on by default) a session gets an
+            # equal share of the CPU whatever its nice value, so `nice kernellab ...` would
+            # not make its build yield to the machine's other work.
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                                    env=env, process_group=0)
         except FileNotFoundError:
             raise LabError("make not found: run `apt-get install -y make` (or `kernellab doctor`)") from None
         try:

@@ -144,13 +144,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     exp.with_groups = list(dict.fromkeys(exp.with_groups + check_groups(args.with_groups or [], "--with")))
     # The experiment's and the command line's workloads: their metrics, before the gate's rules.
     run_workloads = compare.resolve_workloads(list(dict.fromkeys([*exp.workloads, *(args.workload or [])])))
-    rules = _gate_rules(args)
+    only = list(dict.fromkeys(m for text in args.metric or [] for m in _metrics(text, run_workloads)))
+    rules = _gate_rules(args, only)
     if rules:   # before anything is measured: a gate with nothing to compare never passes
         gate.need_a_comparison(len(exp.variants))
     noise = _floor_for(args, exp.variants[0] if exp.variants else None)
     store = _store(args)
     how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args),
-                       run_workloads)
+                       run_workloads, only)
     with _cluster(args) as cluster:
         report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
                             else executor.run_experiment(exp, store, how, cluster, log=_log))
@@ -164,9 +165,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return code
 
 
-def _gate_rules(args: argparse.Namespace) -> list[gate.Rule]:
-    """The gate's rules, checked before anything is measured."""
+def _gate_rules(args: argparse.Namespace, only: Iterable[str] = ()) -> list[gate.Rule]:
+    """The gate's rules, checked before anything is measured (`only`: compare --metric's
+    metrics; a rule on one it leaves out would judge a row the report cannot have)."""
+    from .metrics.catalog import measured_with_only
+    asked = list(only)
     rules = [_workload_rule(r) if isinstance(r, str) else r for r in args.fail_on or []]
+    left_out = [r.metric for r in rules if asked and r.metric and not measured_with_only(r.metric, asked)]
+    if left_out:
+        raise LabError(f"--fail-on {left_out[0]}: --metric leaves it out (it measures only {', '.join(asked)}): "
+                       f"add --metric {left_out[0]}, or drop the rule")
     if args.fail_on_regression is not None:
         rules.append(gate.regression_rule(args.fail_on_regression))
     if args.format == "junit" and not rules:
@@ -1081,6 +1089,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
          "kernellab runs   # what was measured, newest first"),
     "compare": ("kernellab compare   # the built-in default experiment",
                 "kernellab compare base=lab-minimal hz=lab-minimal+CONFIG_HZ_1000=y   # two variants, one table",
+                "kernellab compare base=lab-minimal hz=lab-minimal+CONFIG_HZ_1000=y --metric syscall.null   "
+                "# only the metrics asked: shorter boots",
                 "kernellab compare -e my-experiment.toml --format json -o report.json --fail-on-regression 5"),
     "build": ("kernellab build debug=lab-minimal+debug-kernel",
               "kernellab build debug=lab-minimal+debug-kernel --cold   # timed from scratch, without ccache"),
@@ -1312,7 +1322,11 @@ def parser() -> argparse.ArgumentParser:
                    help="run an opt-in group of metrics too: net (a data server under load; seconds per boot)")
     c.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                    help="seconds before a guest counts as hung (each workload's own timeout is added)")
-    workload_opt(c, ", which --fail-on may name")
+    c.add_argument("--metric", action="append", metavar="NAME",
+                   help="measure only this metric (repeatable, or NAME,NAME): the agent runs only these, "
+                        "in shortened boots unless a boot or timer metric is asked; build, size and boot rows "
+                        "stay (default: every metric)")
+    workload_opt(c, ", which --fail-on and --metric may name")
     target_opts(c)
     cluster_opts(c)
     format_opt(c, *kinds.get("compare").formats)   # each kind of result's formats: report/kinds.py

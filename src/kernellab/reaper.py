@@ -14,9 +14,9 @@ from /proc by anyone, so none of it proves the group is kernellab's. What proves
 secret only kernellab's children hold: each kernellab puts a random token into its own
 environment, which every child it starts inherits, and /proc/PID/environ is readable
 only by the process's owner (and root). A group is killed only when its leader is alive
-with the recorded start time, leads its own session (kernellab starts every group with
-start_new_session), runs as this user and carries the recorded token; and only from a
-record this user wrote. Any other record is dropped with a warning.
+with the recorded start time, leads its own process group (kernellab starts every group
+so), is not in this kernellab's own group or session, runs as this user and carries the
+recorded token; and only from a record this user wrote. Any other record is dropped with a warning.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def _ours(entry: dict[str, Any]) -> bool:
     """Whether the group's leader is a process this user's kernellab started (module doc)."""
     pgid = entry["pgid"]
     try:
-        if os.getpgid(pgid) != pgid or os.getsid(pgid) != pgid or pgid in (os.getpgid(0), os.getsid(0)):
+        if os.getpgid(pgid) != pgid or pgid in (os.getpgid(0), os.getsid(0)):
             return False
         proc = Path(f"/proc/{pgid}")
         if proc.stat().st_uid != os.geteuid():

@@ -80,6 +80,18 @@ SOURCE_COMMANDS = ("compare", "build", "resolve", "sweep", "bisect", "size", "no
                    "workload crosscheck", "why")
 
 
+def compare_json(lab: FakeLab, capsys, *args: str, expect: int = 0) -> tuple[dict | None, str]:
+    """`kernellab compare ARGS --format json -o FILE` in the fake lab: (the report, or None
+    when none was written; what it said on stderr), its exit code checked."""
+    import json
+    out = lab.tmp / "report.json"
+    out.unlink(missing_ok=True)
+    rc = lab.main("compare", *args, "--format", "json", "-o", str(out))
+    err = capsys.readouterr().err
+    assert rc == expect, err
+    return (json.loads(out.read_text()) if out.exists() else None), err
+
+
 def patch_arches(binary: str) -> None:
     """use_fake_qemu for a process of its own (a Dask worker): no monkeypatch to undo it.
     Again in the same process, the last binary counts (the profile loader is wrapped once)."""

@@ -76,6 +76,20 @@ def children(lab) -> list[dict]:
     return [json.loads(p.read_text()) for p in (lab.cache / "children").glob("*.json")]
 
 
+def in_group(pgid: int) -> list[tuple[str, str]]:
+    """(command, state) of every process in the process group."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, tail = stat.read_text().rsplit(")", 1)
+        except OSError:   # gone meanwhile
+            continue
+        fields = tail.split()
+        if int(fields[2]) == pgid:
+            found.append((head.split("(", 1)[1], fields[0]))
+    return found
+
+
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -134,8 +148,7 @@ def test_kill_during_a_build_leaves_no_make_running_and_the_rerun_builds(kl):
     lab = kl.lab
     killed = kl.start("compare", "a=tinyconfig", KERNELLAB_FAKE_MAKE_SLEEP="60")
     [make] = wait_for(lambda: [c for c in children(lab) if c["what"].startswith("make")], "make's registration")
-    wait_for(lambda: "sleep" in subprocess.run(["ps", "-o", "comm=", "-s", str(make["pgid"])],
-                                               capture_output=True, text=True).stdout, "the build under way")
+    wait_for(lambda: "sleep" in (comm for comm, _ in in_group(make["pgid"])), "the build under way")
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert group_alive(make["pgid"])
@@ -143,10 +156,8 @@ def test_kill_during_a_build_leaves_no_make_running_and_the_rerun_builds(kl):
     after = kl.run("runs")
     assert f"process group {make['pgid']}" in after.stderr and "reaped make" in after.stderr
     wait_for(lambda: not group_alive(make["pgid"]), "make reaped", timeout=10)
-    # Not make alone: the compilers and the sleep it started, its whole session.
-    wait_for(lambda: all(state.startswith("Z") for state in subprocess.run(
-        ["ps", "-o", "stat=", "-s", str(make["pgid"])], capture_output=True, text=True).stdout.split()),
-        "make's children reaped", timeout=10)
+    # Not make alone: the compilers and the sleep it started, its whole group.
+    wait_for(lambda: all(state == "Z" for _, state in in_group(make["pgid"])), "make's children reaped", timeout=10)
 
     again = kl.run("compare", "a=tinyconfig")
     assert again.returncode == 0, again.stderr

@@ -21,9 +21,9 @@ from ..build import Build, build_key, cached_build
 from ..config import resolve
 from ..errors import LabError
 from ..guest import workloads as guest_workloads
-from ..metrics.catalog import describe
+from ..metrics.catalog import describe, only_words
 from ..report import render
-from ..report.model import VariantRecord, build_report, run_medians, samples
+from ..report.model import Only, VariantRecord, build_report, run_medians, samples
 from ..report.terminal import Screen
 from ..stats import imprecise_metrics
 from ..store import Store
@@ -55,6 +55,8 @@ class Plan:
     # What that target can do: with deterministic time, a deterministic mode's variants
     # boot side by side (scheduler). Default: QEMU TCG's.
     capabilities: Capabilities = field(default_factory=lambda: lab.default_site().capabilities)
+    # Some metrics only (--metric): the agent boots for those, and the report holds them.
+    only: Only | None = None
 
 
 def resolve_workloads(specs: Sequence[str]) -> tuple[workload_files.Instance, ...]:
@@ -68,11 +70,12 @@ def resolve_workloads(specs: Sequence[str]) -> tuple[workload_files.Instance, ..
 
 def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | None,
          timeout_s: float, initcalls: bool = False, placement: Placement | None = None,
-         workloads: tuple[workload_files.Instance, ...] = ()) -> Plan:
+         workloads: tuple[workload_files.Instance, ...] = (), only: Sequence[str] = ()) -> Plan:
     """How to run `exp`: the mode asked for (else the experiment's, else the target's
     default), resolved here once for the whole command, the boots per variant, and where
     (placement; None: QEMU TCG). `workloads`: real programs each run measures too
-    (resolve_workloads)."""
+    (resolve_workloads). `only`: the metrics to measure (none: all), each the catalog's or
+    a workload's (checked by the command, as sweep's --metric is)."""
     how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
     guest_workloads.check_mode(workloads, how.name)
     if placement is not None:
@@ -87,13 +90,32 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     _check_machines(exp, how)
     min_runs = runs or exp.runs or how.runs
     cap = max(min_runs, max_runs or (how.max_runs if runs is None else min_runs))
+    subset = _only(exp, only, initcalls, workloads) if only else None
     options = lab.RunOptions(mode=how.name, timeout_s=timeout_s, initcalls=initcalls,
+                             cmdline_extra=subset.words if subset is not None else "",
                              with_groups=tuple(exp.with_groups), workloads=workloads)
     if placement is None:
-        return Plan(how, min_runs, cap, options)
+        return Plan(how, min_runs, cap, options, only=subset)
     return Plan(how, min_runs, cap, options, machine=placement.machine,
                 target=lambda p, build: placement.target(p, build, options), target_name=placement.site.name,
-                capabilities=placement.site.capabilities)
+                capabilities=placement.site.capabilities, only=subset)
+
+
+def _only(exp: Experiment, only: Sequence[str], initcalls: bool,
+          workloads: tuple[workload_files.Instance, ...]) -> Only:
+    """The metrics `only` and the words that boot the agent for them, as a probe boots
+    (metrics.catalog.only_words). The arch's words that shorten a boot go on a command line
+    that every booted variant's arch takes alike, and never to the kernel a machine runs
+    (its command line was fixed when it booted), nor when --initcalls times the boot."""
+    unasked = [i.label for i in workloads
+               if not any(guest_workloads.metric_name(i, m) in only for m in i.metrics())]
+    if unasked:
+        raise LabError(f"--metric names no metric of the workload {unasked[0]}: name one of its metrics "
+                       f"({unasked[0].partition(':')[0]}.METRIC), or leave the workload out")
+    booted = [arches.load(v.arch) for v in exp.variants]
+    fast = {p.fast_boot_args for p in booted if not p.build_only}
+    shortened = len(fast) == 1 and not initcalls and not any(lab.is_running(v) for v in exp.variants)
+    return Only(tuple(only), only_words(only, fast.pop() if shortened else ""))
 
 
 def _check_machines(exp: Experiment, how: modes.Mode) -> None:
@@ -182,7 +204,7 @@ def run_experiment(exp: Experiment, store: Store, how: Plan,
             log(f"{r.prepared.spec.name}: {BUILD_ONLY_NOTE}; not booted")
     boot_rounds(exp.name, booted, store, how, Threads(how.mode, how.capabilities, store, _boot(how, initrds)),
                 failures, log)
-    return build_report(exp.name, exp.description, records, store, how.mode.name), failures
+    return build_report(exp.name, exp.description, records, store, how.mode.name, how.only), failures
 
 
 def boot_rounds(name: str, records: list[VariantRecord], store: Store, how: Plan, scheduler: Scheduler[VariantRecord],
@@ -255,7 +277,7 @@ class _EarlyRuns:
             self.measured.append(r)
             if len(self.measured) == 1:
                 report = build_report(f"{self.exp.name}: first look, while the other variants build",
-                                      self.exp.description, [r], own, self.how.mode.name)
+                                      self.exp.description, [r], own, self.how.mode.name, self.how.only)
                 self.log("first look (" + r.prepared.spec.name + " measured; the full table follows):\n"
                          + render(report, "table", screen=Screen.of(sys.stderr)))   # the log's screen
         finally:

@@ -365,7 +365,7 @@ def run_experiment(exp: Experiment, store: Store, how: compare.Plan, cluster: Cl
 
     scheduler = DaskScheduler(how.mode, how.capabilities, cluster, replay, how.options, task, log)
     compare.boot_rounds(exp.name, records, store, how, scheduler, failures, log)
-    return build_report(exp.name, exp.description, records, store, how.mode.name), failures
+    return build_report(exp.name, exp.description, records, store, how.mode.name, how.only), failures
 
 
 def await_all(futures: list[Any], replay: Replay, queue: Any, pinned: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ from ..build import FIGURE_METRICS, Build, build_tree
 from ..config import kconfig
 from ..errors import LabError
 from ..guest import workloads as guest_workloads
-from ..metrics.catalog import agent_selector, check_known, describe
+from ..metrics.catalog import check_known, describe, only_words
 from ..stats import ALPHA, compare_samples
 from ..store import Store
 from ..targets import Capabilities, Target
@@ -84,14 +84,10 @@ class Prober:
         self.capabilities: Capabilities = (self.placement.site.capabilities if self.placement is not None
                                            else lab.default_site().capabilities)
         self.base_path = base_file(self.base_text)
-        agent = list(dict.fromkeys(agent_selector(m) for m in self.metrics if describe(m, "").source == "agent"))
         self.needs_boot = any(m not in FIGURE_METRICS for m in self.metrics)
         # Only the chosen metrics: a probe boot costs seconds, not the whole suite.
-        words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
-        if not any(describe(m, "").group in ("timer", "boot", "initcalls") for m in self.metrics):
-            words.append(arches.load(self.base.arch).fast_boot_args)
-        self.options = lab.RunOptions(self.mode.name, self.timeout_s, cmdline_extra=" ".join(w for w in words if w),
-                                      workloads=self.workloads)
+        words = only_words(self.metrics, arches.load(self.base.arch).fast_boot_args)
+        self.options = lab.RunOptions(self.mode.name, self.timeout_s, cmdline_extra=words, workloads=self.workloads)
         self._pool: treepool.TreePool | None = None
 
     @cached_property

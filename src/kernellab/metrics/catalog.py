@@ -147,6 +147,33 @@ def agent_selector(name: str) -> str:
     return "meminfo" if name.startswith("meminfo.") else name
 
 
+# The groups whose figures a shortened boot would change: asked for, the boot is not shortened.
+_BOOT_TIMED_GROUPS = ("timer", "boot", "initcalls")
+
+
+def only_words(metrics: Iterable[str], fast_boot_args: str = "") -> str:
+    """The command line's words that boot the agent for `metrics` only (sweep and bisect
+    probes, compare --metric): KL_ONLY with their agent selectors (`meminfo`, the cheapest,
+    when none is the agent's: a workload's metrics come after the agent's tables), and the
+    arch's `fast_boot_args` unless a figure of the boot, its timer or initcalls is asked."""
+    asked = list(metrics)
+    agent = list(dict.fromkeys(agent_selector(m) for m in asked if describe(m, "").source == "agent"))
+    words = [f"KL_ONLY={','.join(agent) or 'meminfo'}"]
+    if not any(describe(m, "").group in _BOOT_TIMED_GROUPS for m in asked):
+        words.append(fast_boot_args)
+    return " ".join(w for w in words if w)
+
+
+def measured_with_only(name: str, only: Iterable[str]) -> bool:
+    """Whether a compare of the metrics `only` (--metric) has the row `name`: asked, or one
+    that KL_ONLY and the workloads asked do not choose: what the build and the console
+    give whatever the agent runs (sizes, build and boot times, the kernel's "Memory:"
+    line), and a name the catalog does not know, kept as a compare of all keeps it."""
+    info = describe(name, "")
+    chosen = info.source == "workload" or (info.source == "agent" and info.group != "other")
+    return name in only or not chosen
+
+
 def opt_in_groups() -> frozenset[str]:
     """The groups of metrics the agent runs only when asked (`with = [...]`, --with)."""
     return frozenset(m.opt_in for m in catalog().values() if m.opt_in)

@@ -115,6 +115,7 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     runs = ", ".join(f"{name} {n}" for name, n in report["runs_per_variant"].items())
     lines = [f"experiment: {report['experiment']}" + (f" - {report['description']}" if report["description"] else ""),
              f"mode: {report['mode']} ({report['mode_note']})",
+             *only_lines(report),
              f"runs: {runs}; statistics: {report['statistics']}",
              *([f"measured: {when}"] if (when := measured_when([report])) else []),
              *([f"noise floor: {report['noise_floor']['origin']}"] if report.get("noise_floor") else []),
@@ -157,12 +158,24 @@ def header_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def only_lines(report: dict[str, Any]) -> list[str]:
+    """What a report of some metrics only (compare --metric) says of how it was obtained:
+    a reader must not take it for the whole suite, nor its boot rows for a full boot's."""
+    if not report.get("only_metrics"):
+        return []
+    return [f"only the metrics asked: {', '.join(report['only_metrics'])} (booted with {report['only_words']}); "
+            "build, size and boot rows as always"]
+
+
 # -- the header on a screen: what was compared, how, where, in a few lines -------------
 
 def short_header(report: dict[str, Any], width: int, verbose_hint: bool = True) -> list[str]:
     """The header a screen shows (header_lines has it all: --verbose, every file): what
     was compared, how, where, and what went wrong, a line each that fits `width`."""
-    lines = [_what(report, width), _how(report, width), _where(report, width)]
+    only = report.get("only_metrics")
+    lines = [_what(report, width), _how(report, width),
+             *([fit_items("only the metrics asked: ", only, width, "; build, size and boot rows too")] if only else []),
+             _where(report, width)]
     trouble = _trouble(report)
     if trouble:
         lines.append(fit_items("attention: ", trouble, width))

@@ -37,7 +37,7 @@ from typing import Any
 from .. import host, modes
 from ..arches import BUILD_ONLY_NOTE
 from ..errors import LabError
-from ..metrics.catalog import describe, sort_key
+from ..metrics.catalog import describe, measured_with_only, sort_key
 from ..size import view as size_view
 from ..stats import ALPHA, DETERMINISTIC_REASON, Comparison, compare_all, summarize
 from ..store import Store
@@ -76,6 +76,14 @@ class NoiseFloor:
 
     def of(self, metric: str) -> float:
         return self.pct.get(metric, 0.0)
+
+
+@dataclass(frozen=True)
+class Only:
+    """A compare of some metrics only (--metric): the metrics asked, and the command-line
+    words the agent was booted with for them (metrics.catalog.only_words)."""
+    metrics: tuple[str, ...]
+    words: str
 
 
 @dataclass
@@ -138,10 +146,12 @@ def most_vcpus(counts: Iterable[int | None]) -> int:
 
 
 def build_report(name: str, description: str, records: list[VariantRecord], store: Store,
-                 mode: str) -> dict[str, Any]:
+                 mode: str, only: Only | None = None) -> dict[str, Any]:
+    """The comparison of the records' runs; with `only`, of those metrics (and the rows the
+    build and the console give), which the report then says it holds."""
     names = [r.prepared.spec.name for r in records]
-    measured = {r.prepared.spec.name: samples(r, store) for r in records}
-    missing = {r.prepared.spec.name: not_available(r, store) for r in records}
+    measured = {r.prepared.spec.name: _asked(samples(r, store), only) for r in records}
+    missing = {r.prepared.spec.name: _asked(not_available(r, store), only) for r in records}
     units: dict[str, str] = {}
     for per_metric in measured.values():
         for metric, (unit, _values) in per_metric.items():
@@ -175,6 +185,7 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
         "description": description,
         "mode": mode,
         "mode_note": timing_note(records, store, mode),
+        **({"only_metrics": list(only.metrics), "only_words": only.words} if only is not None else {}),
         "runs_per_variant": {r.prepared.spec.name: len(r.runs) for r in records},
         "statistics": statistics_note(mode),
         "machine": host.describe(),
@@ -184,6 +195,15 @@ def build_report(name: str, description: str, records: list[VariantRecord], stor
     }
     judge(report, NoiseFloor())
     return report
+
+
+def _asked(by_metric: dict[str, Any], only: Only | None) -> dict[str, Any]:
+    """`by_metric` without what `only` left out: the agent (its /proc/meminfo read whole)
+    and the workloads can report more than was asked, and a table and its correction for
+    many metrics hold what was asked."""
+    if only is None:
+        return by_metric
+    return {metric: v for metric, v in by_metric.items() if measured_with_only(metric, only.metrics)}
 
 
 def _size(records: list[VariantRecord]) -> dict[str, Any] | None:
