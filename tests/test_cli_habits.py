@@ -108,3 +108,39 @@ def test_a_number_of_boots_past_the_cap_is_refused_before_anything_starts(capsys
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "must be at most 1000 boots per variant" in err and "Traceback" not in err
+
+
+PROFILE = ["profile", "a=tinyconfig", "b=tinyconfig", "--metric", "syscall.null"]
+CPUS = cli._usable_cpus()
+
+
+@pytest.mark.parametrize("argv, value, says", [
+    ([*PROFILE, "--repeats"], "1001", "--repeats: must be at most 1000, the agent's most repeats of a metric"),
+    ([*PROFILE, "--repeats"], "0", "--repeats: must be at least 1"),
+    ([*PROFILE, "--top"], "10001", "--top: must be at most 10000 rows"),
+    (["size", "a=tinyconfig", "b=tinyconfig", "--top"], "9" * 30, "--top: must be at most 10000 rows"),
+    (["size", "a=tinyconfig", "b=tinyconfig", "--top"], "0", "--top: must be at least 1"),
+    (["compare", "a=tinyconfig", "--workers"], str(CPUS + 1),
+     f"--workers: must be at most {CPUS}, the CPUs this machine has (more machines: --cluster ADDRESS)"),
+    (["sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "syscall.null", "--workers"], "9" * 30,
+     f"--workers: must be at most {CPUS}"),
+    (["study", "run", "versions", "--workers"], "0", "--workers: must be at least 1"),
+])
+def test_counts_past_what_they_mean_are_refused_before_anything_starts(capsys, argv, value, says):
+    """--workers, profile --repeats and --top had no upper bound: `--workers 100000` started a
+    Dask cluster of that many processes, and `--repeats 5000` built and booted two kernels
+    for the agent to refuse it in the guest."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {says}" in err and "Traceback" not in err
+
+
+def test_the_repeats_kernellab_allows_are_the_agents():
+    header = (Path(cli.__file__).parent / "agent" / "harness.h").read_text()
+    assert re.search(r"^#define MAX_REPEATS (\d+)$", header, re.M).group(1) == str(cli.AGENT_MAX_REPEATS)
+
+
+def test_every_cpu_may_be_a_worker():
+    assert cli.parser().parse_args(["compare", "a=tinyconfig", "--workers", str(CPUS)]).workers == CPUS

@@ -67,3 +67,58 @@ def test_show_renders_a_results_file_and_refuses_what_it_cannot_do_in_one_line(t
     newer.write_text(json.dumps({**MITIGATIONS, "format_version": 9}))
     assert main(["show", str(newer)]) == 2
     assert "kernellab-option-costs format 9; this kernellab reads format 1" in capsys.readouterr().err
+
+
+def screen_tables(text):
+    """Each table of a cost table on a screen: its headers (each column's header lines joined
+    as a reader reads them: after a hyphen without a space) and its rows' cells."""
+    lines, tables = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if "─┼─" not in line:
+            continue
+        top = i
+        while "│" in lines[top - 1]:
+            top -= 1
+        columns: list[list[str]] = []
+        for head in lines[top:i]:
+            for n, piece in enumerate(p.strip() for p in head.split("│")):
+                columns += [[] for _ in range(n + 1 - len(columns))]
+                columns[n] += [piece] if piece else []
+        heads = ["".join(p if not c or c[-1].endswith("-") else f" {p}" for c, p in
+                         ((col[:k], part) for k, part in enumerate(col))).strip() for col in columns]
+        rows = []
+        for row in lines[i + 1:]:
+            if "│" not in row:
+                break
+            rows.append([c.strip() for c in row.split("│")])
+        tables.append((heads, rows))
+    return tables
+
+
+def test_at_80_columns_no_header_or_figure_is_cut(capsys, monkeypatch):
+    """Every sweep of the committed results files on 80 columns: no line wider, every
+    header whole (folded between words, "AES-256-" over "CBC in", or a letter that a legend
+    line names), every figure whole; an option shortened in its middle is said to be."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for name in ("debug-cost", "costs"):
+        results = json.loads((ROOT / f"results/{name}.json").read_text())
+        assert main(["show", f"results/{name}.json"]) == 0
+        text = capsys.readouterr().out
+        assert max(map(len, text.splitlines())) <= 80
+        words = " ".join(text.split())
+        tables = screen_tables(text)
+        assert len(tables) == len(results["sweeps"])
+        for (heads, rows), sweep in zip(tables, results["sweeps"], strict=True):
+            labels = costtable.head(sweep)[1:-1]
+            assert heads[0] == "option" and "…" not in " ".join(heads)
+            if heads[1:] != labels:   # lettered: the legend names each letter's metric, whole
+                assert heads[1:] == [chr(ord("A") + k) for k in range(len(labels))], heads
+                assert "columns: " + "; ".join(f"{k} = {m}" for k, m in zip(heads[1:], labels, strict=True)) in words
+            whole = costtable._rows(sweep)
+            assert [r[1:] for r in rows] == [r[1:len(heads)] for r in whole]   # each figure as the file has it
+            shortened = [r[0] for r in rows if "…" in r[0]]
+            assert [r[0] for r in rows if "…" not in r[0]] == [r[0] for r in whole if r[0] in
+                                                                 {x[0] for x in rows}]
+            assert not shortened or "shortened to fit 80 columns: the middle of long options" in words
+        if name == "debug-cost":
+            assert tables[0][0][1] == "AES-256-CBC in the kernel (AF_ALG)"   # folded, not lettered

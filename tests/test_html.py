@@ -23,6 +23,7 @@ def shown(browser, page: Path, tmp_path: Path, min_charts: int) -> list:
     """Loads a report; checks a clean console and that every chart drew; saves a screenshot."""
     console = load(browser, page)
     assert [e for e in console if e["level"] in ("SEVERE", "WARNING")] == []
+    open_folded(browser)   # every chart, the folded ones too, draws once opened
     charts = inked_charts(browser)
     assert len(charts) >= min_charts
     for c in charts:
@@ -48,6 +49,19 @@ def fits_and_labels_are_distinct(browser) -> None:
     for chart in drawn:
         for legend in browser.find_elements(By.CSS_SELECTOR, f"#{chart} g.role-legend"):
             assert len(legend.find_elements(By.CSS_SELECTOR, "g.role-legend-label text")) > 1, chart
+
+
+def open_folded(browser) -> None:
+    """Opens every folded section (<details>) as a reader's click on its line would."""
+    for line in browser.find_elements(By.CSS_SELECTOR, "details:not([open]) > summary"):
+        browser.execute_script("arguments[0].scrollIntoView()", line)
+        line.click()
+
+
+def page_height(browser) -> int:
+    """The document's height at 1,280 px (a window as tall as the page would count itself)."""
+    browser.set_window_size(1280, 900)
+    return browser.execute_script("return document.documentElement.scrollHeight")
 
 
 def no_alert(browser) -> bool:
@@ -230,9 +244,9 @@ def test_the_compare_page_labels_every_row_whole_and_shows_moderate_changes_apar
     zero = float(re.search(r"translate\(([-\d.]+),", zero).group(1))
     assert (x[TIMER[2]] - zero) > 0.15 * (x[TIMER[0]] - zero), (x, zero)
     assert x[TIMER[1]] - x[TIMER[2]] > 3
-    # The verdicts' one legend says what each means; no legend of one variant.
-    legend = chart_labels(browser)[syscalls][-1]
-    assert legend == list(html.VERDICT_LEGEND.values())
+    # The verdicts' one legend says what each means, over the first change chart; no legend of one variant.
+    first = browser.find_element(By.CSS_SELECTOR, "#change-against-lab-minimal [data-chart]").get_attribute("id")
+    assert chart_labels(browser)[first][-1] == list(html.VERDICT_LEGEND.values())
 
 
 def test_the_compare_page_shows_each_variants_values_with_their_spread_and_icount_units(lab, capsys, browser,
@@ -241,6 +255,8 @@ def test_the_compare_page_shows_each_variants_values_with_their_spread_and_icoun
     page.write_text(html.compare_page(default_report(lab, capsys, tmp_path)))
     load(browser, page)
     section = browser.find_element(By.CSS_SELECTOR, "#values-per-variant")
+    assert "(icount) is an emulated time" not in section.text   # folded: its line says what opens
+    open_folded(browser)
     assert "(icount) is an emulated time" in section.text
     drawn = " ".join(c.get_attribute("textContent") for c in section.find_elements(By.CSS_SELECTOR, "svg"))
     assert "ns (icount)" in drawn and "fork + exit" in drawn
@@ -272,3 +288,33 @@ def test_an_audit_page_with_long_addresses_and_names_fits_1280_px(browser, tmp_p
     link = browser.find_element(By.CSS_SELECTOR, "#already-as-recommended a")
     assert link.get_attribute("href") == evidence["source"] and link.text.endswith("(canaltech.com.br)")
     screenshot(browser, tmp_path / "audit.png")
+
+
+def test_the_compare_page_says_the_verdict_legend_once_and_folds_its_reference(lab, capsys, browser, tmp_path):
+    """The default experiment's page (the fake lab's report, 9,226 px tall before): the
+    verdict legend over the first change chart only, not over every one (each took a line),
+    and each variant's values and the image's size folded (<details>) under a line that
+    says what they hold. With the change charts, summary and table shown, the page is at
+    most 0.6 of itself opened: 4,747 of 8,926 px in Debian's Chromium at 1,280 px (the
+    values alone folded leave about 0.7, the size alone 0.85); opened, everything draws
+    and nothing is wider than 1,280 px."""
+    page = tmp_path / "compare.html"
+    page.write_text(html.compare_page(default_report(lab, capsys, tmp_path)))
+    load(browser, page)
+    verdicts = list(html.VERDICT_LEGEND.values())
+    legends = {chart: groups[-1] for chart, groups in chart_labels(browser).items() if groups}
+    first = browser.find_element(By.CSS_SELECTOR, "#change-against-lab-minimal [data-chart]").get_attribute("id")
+    assert [chart for chart, labels in legends.items() if labels == verdicts] == [first]
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#change-against-lab-minimal [data-chart]")) > 3
+    lines = {d.find_element(By.XPATH, "./ancestor::section").get_attribute("id"): d.text
+             for d in browser.find_elements(By.CSS_SELECTOR, "details:not([open]) > summary")}
+    assert set(lines) == {"values-per-variant", "image-size-where-it-goes"}
+    assert re.match(r"Show each variant's median, spread and number of samples of the \d+ metrics \(\d+ charts, "
+                    r"one per group", lines["values-per-variant"])
+    assert lines["image-size-where-it-goes"].startswith("Show where the image's bytes go, by directory and by symbol")
+    assert browser.find_element(By.CSS_SELECTOR, "#all-metrics table").is_displayed()
+    folded = page_height(browser)
+    charts = shown(browser, page, tmp_path, min_charts=4)   # opened: every chart draws, nothing wider than 1,280 px
+    assert len(charts) == len(browser.find_elements(By.CSS_SELECTOR, "[data-chart]"))
+    opened = page_height(browser)
+    assert folded <= 0.6 * opened, (folded, opened)

@@ -1,3 +1,4 @@
+import json
 import sqlite3
 from pathlib import Path
 
@@ -122,3 +123,37 @@ def test_unwritable_store_is_one_clear_error(tmp_path):
 def test_store_path_that_is_a_directory(tmp_path):
     with pytest.raises(LabError, match="cannot open the store"):
         Store(tmp_path)
+
+
+# -- the runs of one command ----------------------------------------------------------------
+
+def test_two_commands_in_one_process_are_two_groups_of_runs(lab, capsys):
+    """`runs` grouped by the process that measured: two commands run in one Python process
+    (a script calling main, the fake lab) were one group."""
+    assert lab.main("compare", "a=tinyconfig", "--runs", "2") == 0    # runs 1 and 2
+    assert lab.main("compare", "b=tinyconfig") == 0                   # run 3, same process
+    capsys.readouterr()
+    assert lab.main("runs", "--format", "json") == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["run"], r["group"]) for r in listed] == [(3, 3), (2, 1), (1, 1)]
+
+
+def test_a_store_of_schema_4_keeps_grouping_its_runs_by_process(tmp_path):
+    """Runs measured before the store knew commands group by their process, as they did;
+    the runs measured since, by their command."""
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    _, first = _run(store, tmp_path)
+    _, second = _run(store, tmp_path)
+    store.close()
+    db = sqlite3.connect(path)   # as schema 4 wrote them: one process, no command
+    db.execute("ALTER TABLE runs DROP COLUMN invocation")
+    db.execute("UPDATE runs SET owner = '4242 1'")
+    db.execute("PRAGMA user_version = 4")
+    db.commit()
+    db.close()
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION
+    _, third = _run(store, tmp_path)                       # this process, a command of its own
+    assert [(r["id"], r["command_run"]) for r in store.runs()] == [(third, third), (second, first),
+                                                                   (first, first)]

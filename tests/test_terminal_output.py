@@ -266,3 +266,38 @@ def test_a_cost_table_fits_the_screen_and_says_its_units(capsys, monkeypatch, tm
     whole = out.read_text()
     (row,) = [line for line in whole.splitlines() if line.startswith("│ PROVE_LOCKING=y ")]
     assert "+829.0%" in row and "with BINARY_PRINTF=y" in row and widest(whole) > 80
+
+
+def test_a_study_reports_header_on_a_screen_is_the_short_block_compares_is(lab, capsys, monkeypatch):  # noqa: F811
+    """`study run` and `show STUDY.json` on 80 columns: at most 5 header lines, each within
+    the width, what the quick form leaves out said, the rest under --verbose (which the
+    study's own command takes too); a file keeps every line of the header."""
+    from kernellab.report import studyreport
+    from test_study import run_study, study_file
+    path = study_file(lab)
+    report, _ = run_study(lab, capsys, path, "--quick")
+    saved = lab.tmp / "study.json"
+    monkeypatch.setenv("COLUMNS", "80")
+    assert lab.main("show", str(saved)) == 0
+    short = study_head(capsys.readouterr().out)
+    assert 4 <= len(short) <= 5 and all(len(line) <= 80 for line in short), short
+    assert short[0] == "study fakestudy: does FAKE_SLOW cost?"
+    assert short[1].startswith("attention: the quick form, ") and "icount mode" in short[2]
+    assert short[-1].startswith("--verbose: ") and not any(line.startswith("question: ") for line in short)
+    assert lab.main("study", "run", str(path), "--quick") == 0   # from the store: nothing built again
+    assert study_head(capsys.readouterr().out) == short
+    full = studyreport.header(report)
+    for command in (["show", str(saved), "--verbose"], ["study", "run", str(path), "--quick", "-v"]):
+        assert lab.main(*command) == 0
+        verbose = capsys.readouterr().out
+        assert widest(verbose) <= 80 and "question: what does CONFIG_FAKE_SLOW cost?" in verbose
+        assert len(study_head(verbose)) >= len(full)   # every line, wrapped at the width
+    out = lab.tmp / "study.txt"
+    assert lab.main("show", str(saved), "-o", str(out)) == 0
+    assert all(line in out.read_text() for line in full)
+
+
+def study_head(text):
+    """A study report's header: its lines before its first table's title."""
+    lines = text.splitlines()
+    return lines[:lines.index(next(line for line in lines if line.startswith("system calls ")))]

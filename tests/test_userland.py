@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import subprocess
 import tarfile
 import time
@@ -18,6 +19,7 @@ from elftools.elf.elffile import ELFFile
 
 from kernellab import apt, arches, userland, workloads
 from kernellab.errors import LabError
+from kernellab.guest.workloads import Packages, Provenance
 
 # -- the closure, from apt-cache depends --recurse -----------------------------------------------
 
@@ -115,9 +117,9 @@ TRUE = Path("/bin/true")
 TRIPLET = "x86_64-linux-gnu"
 
 
-@pytest.fixture
-def host_libc():
-    """The host's /bin/true, its C library and its dynamic loader (Debian 12, amd64)."""
+def host_programs() -> tuple[bytes, bytes, bytes]:
+    """The host's /bin/true, its C library and its dynamic loader (Debian 12, amd64); the
+    test is skipped on another host."""
     interp, needed = _needs(TRUE) if TRUE.exists() else ("", [])
     libc = Path(f"/lib/{TRIPLET}/libc.so.6")
     if interp != "/lib64/ld-linux-x86-64.so.2" or needed != ["libc.so.6"] or not libc.exists():
@@ -126,13 +128,20 @@ def host_libc():
     return TRUE.read_bytes(), libc.read_bytes(), loader.read_bytes()
 
 
+@pytest.fixture
+def host_libc():
+    return host_programs()
+
+
 class FakeApt:
-    """apt-get update, apt-cache depends --recurse and apt-get download, with `packages`."""
+    """apt-get update, apt-cache depends --recurse and apt-get download, with `packages`,
+    each downloaded as apt-get names it: NAME_VERSION_amd64.deb, an epoch's colon as %3a."""
 
     def __init__(self, packages: dict[str, tuple[list[str], dict[str, bytes | str]]],
-                 modes: dict[str, int] | None = None):
+                 modes: dict[str, int] | None = None, versions: dict[str, str] | None = None):
         self.packages = packages            # name -> (its Depends, its files)
         self.modes = modes or {}
+        self.versions = versions or {}      # name -> its version (default 1.0-1)
         self.calls: list[list[str]] = []
 
     def __call__(self, argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -153,7 +162,8 @@ class FakeApt:
         if words[:2] == ["apt-get", "download"]:
             assert cwd is not None
             for name in words[2:]:
-                make_deb(cwd / f"{name}_1.0-1_amd64.deb", self.packages[name][1], self.modes)
+                version = self.versions.get(name, "1.0-1").replace(":", "%3a")
+                make_deb(cwd / f"{name}_{version}_amd64.deb", self.packages[name][1], self.modes)
             return subprocess.CompletedProcess(argv, 0, "", "")
         raise AssertionError(f"unexpected command {argv}")
 
@@ -256,6 +266,43 @@ def test_a_server_finds_root_and_nobody_in_the_generated_passwd_and_group(cache,
     assert [line.split(":")[:4] for line in passwd] == [["root", "x", "0", "0"], ["nobody", "x", "65534", "65534"]]
     assert [line.split(":")[:3] for line in entries["etc/group"][1].decode().splitlines()] == [
         ["root", "x", "0"], ["nogroup", "x", "65534"]]
+
+
+def test_each_packages_version_and_each_programs_package_are_remembered_with_the_segment(cache, fake_apt, tmp_path):
+    """What a run's workloads say they ran (guest.workloads.Provenance): the version of the
+    package each program came from, as apt-get download named its file, the epoch too."""
+    fake_apt.versions.update({"prog": "2:1.4-3+deb12u1", "libc6": "2.36-9"})
+    fake_apt.packages["libc6"][1]["usr/bin/helper"] = TRUE.read_bytes()
+    fake_apt.modes["usr/bin/helper"] = 0o755
+    inst = tiny_workload(tmp_path, extra='[server]\ncommand = ["helper"]\nready_port = 8080\n')
+    built = userland.assemble([inst], arches.load("x86_64"))
+    assert built.packages == {"libc6": "2.36-9", "prog": "2:1.4-3+deb12u1"}
+    assert built.origins == {"prog": "prog", "helper": "libc6"}
+    calls = len(fake_apt.calls)
+    guest = userland.installed([inst], arches.load("x86_64"))   # what a run is given: a lookup, no apt
+    assert len(fake_apt.calls) == calls and guest == Packages(built.packages, {"prog": "prog", "helper": "libc6"})
+    provenance = Provenance.of(inst, "qemu", guest)
+    assert (provenance.version, provenance.package, dict(provenance.package_versions)) == (
+        "2:1.4-3+deb12u1", "prog", {"prog": "2:1.4-3+deb12u1"})
+    assert provenance.line() == "workload tiny: prog 2:1.4-3+deb12u1 from Debian's prog on qemu: prog 1"
+
+
+def test_a_userland_remembered_before_it_named_the_programs_packages_is_assembled_again(cache, fake_apt,
+                                                                                       tmp_path):
+    first = userland.assemble([tiny_workload(tmp_path)], arches.load("x86_64"))
+    [remembered] = (cache / "userland").glob("amd64-*.json")
+    old = json.loads(remembered.read_text())
+    del old["origins"]
+    remembered.write_text(json.dumps(old))
+    assert userland.installed([tiny_workload(tmp_path)], arches.load("x86_64")) == Packages()
+    again = userland.assemble([tiny_workload(tmp_path)], arches.load("x86_64"))
+    assert again == first and again.origins == {"prog": "prog"}
+
+
+def test_no_assembled_userland_gives_no_package_versions(cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(apt, "run", lambda argv, cwd=None: pytest.fail(f"apt ran: {argv}"))
+    for arch in ("x86_64", "ppc32"):   # not assembled yet; no Debian userland at all
+        assert userland.installed([tiny_workload(tmp_path)], arches.load(arch)) == Packages()
 
 
 def test_a_second_assembly_is_a_lookup_without_apt(cache, fake_apt, tmp_path):

@@ -25,7 +25,7 @@ from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.guest import workloads as guest_workloads
 from kernellab.guest.records import InvalidRecord, frame, parse
 from kernellab.metrics import catalog
-from kernellab.store import Store
+from kernellab.store import SCHEMA_VERSION, Store
 from kernellab.targets import TargetOptions
 from kernellab.workloads import resolve
 from workloadfiles import workload_file
@@ -348,7 +348,7 @@ def test_a_store_of_schema_3_gains_the_workloads_table(tmp_path):
     db.commit()
     db.close()
     store = Store(path)
-    assert store.schema_version() == 4 and store.run_workloads(1) == []
+    assert store.schema_version() == SCHEMA_VERSION and store.run_workloads(1) == []
 
 
 # -- a real guest -----------------------------------------------------------------------

@@ -6,7 +6,10 @@ rebuilt in seconds. Each kind's entries are the folders or files directly under 
 an entry is "used" when a run in the store measured it: its build's artifacts, its source's
 tree (named by the source's content hash), and the build tree, kconfig and resolve entries of
 its source, arch and toolchain (named `SOURCE-ID-ARCH-TOOLCHAIN-ID`, as build.build_tree names
-them): another arch's or compiler's tree of the same source is not the run's.
+them): another arch's or compiler's tree of the same source is not the run's. The run's
+initramfs is the one the store names, its agent the one that initramfs holds as /init (or the
+one a machine ran as a program), and a run whose workloads named Debian packages used the
+userland of its arch's Debian architecture.
 
 Every kernellab command holds the cache shared while it runs (paths.in_use); pruning takes it
 exclusively, so it never removes what another command is using, and refuses while one runs.
@@ -14,19 +17,20 @@ exclusively, so it never removes what another command is using, and refuses whil
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import arches, paths
+from . import arches, initramfs, paths
 from .errors import LabError
 from .store import Store
 from .toolchain import Toolchain
 
 # The kinds pruning may remove; the rest it only shows, with why it leaves them.
-PRUNABLE = ("sources", "build", "artifacts", "debian-image", "fs-images")
+PRUNABLE = ("sources", "build", "artifacts", "debian-image", "fs-images", "userland")
 KEPT = {"ccache": "ccache keeps it under its own limit (CCACHE_MAXSIZE, 5G)",
         "floors": "measured noise floors: `kernellab noise-floor` takes builds to remake"}
 KEPT_OTHERWISE = "small, remade in seconds when needed"
@@ -69,8 +73,15 @@ class _Use:
     source_hash: str | None  # the source's content hash's first 12: in every name of its entries
     source_id: str | None   # the source's id (VERSION-HASH): what its per-arch entries start with
     tree: str | None        # SOURCE-ID-ARCH-TOOLCHAIN-ID, or SOURCE-ID-ARCH- when the compiler is unknown
+    initramfs: str | None = None   # the initramfs file it booted, or the agent binary a machine ran
+    agent: str | None = None       # the agent binary that initramfs holds
+    userland: str | None = None    # the Debian architecture of its workloads' packages, if any
 
-    def used(self, name: str, arch_names: Sequence[str]) -> bool:
+    def used(self, kind: str, name: str, arch_names: Sequence[str]) -> bool:
+        if kind in ("initramfs", "agent"):
+            return name in (self.initramfs, self.agent)
+        if kind == "userland":   # an arch's folder (apt, packages), its requests and segments
+            return self.userland is not None and (name == self.userland or name.startswith(f"{self.userland}-"))
         if self.artifacts and self.artifacts in name:
             return True
         if not self.source_hash or self.source_hash not in name:
@@ -107,18 +118,22 @@ def _tree_name(source_id: str, arch: str, compiler: str | None) -> str:
     return f"{source_id}-{arch}-{Toolchain(profile.cc, profile.cross_compile, compiler, kind).id}"
 
 
-def _uses(store: Store | None, recent: int) -> list[_Use]:
-    """What the store's `recent` latest runs measured."""
+def _uses(store: Store | None, recent: int, debian_arches: Mapping[str, str]) -> list[_Use]:
+    """What the store's `recent` latest runs measured. `debian_arches`: arch profile -> the
+    Debian architecture its workloads' userland is named by."""
     if store is None:
         return []
     rows = store.db.execute(
         "SELECT r.id, r.build_key, v.source_id, s.content_hash, v.arch,"
-        " CASE WHEN json_valid(b.record) THEN json_extract(b.record, '$.compiler') END"
+        " CASE WHEN json_valid(b.record) THEN json_extract(b.record, '$.compiler') END, r.initramfs,"
+        " EXISTS (SELECT 1 FROM workloads w WHERE w.run_id = r.id AND json_valid(w.provenance)"
+        "         AND json_array_length(w.provenance, '$.packages') > 0)"
         " FROM runs r JOIN variants v ON v.id = r.variant_id LEFT JOIN sources s ON s.id = v.source_id"
         " LEFT JOIN builds b ON b.key = r.build_key ORDER BY r.id DESC LIMIT ?", (recent,)).fetchall()
     uses: list[_Use] = []
     trees: dict[tuple[str, str, str | None], str] = {}   # one name per (source, arch, compiler), made once
-    for run_id, build_key, source_id, content_hash, arch, compiler in rows:
+    agents = _agents_in({str(row[6]) for row in rows if row[6]})
+    for run_id, build_key, source_id, content_hash, arch, compiler, initrd, debian_packages in rows:
         source_id = str(source_id) if source_id else None
         tree = None
         if source_id:
@@ -126,21 +141,41 @@ def _uses(store: Store | None, recent: int) -> list[_Use]:
             if key not in trees:
                 trees[key] = _tree_name(*key)
             tree = trees[key]
+        initrd = str(initrd) if initrd else None
         uses.append(_Use(run_id, build_key[:20] if isinstance(build_key, str) and build_key else None,
                          content_hash[:12] if isinstance(content_hash, str) and content_hash else None,
-                         source_id, tree))
+                         source_id, tree, initrd, agents.get(initrd or ""),
+                         debian_arches.get(str(arch)) if debian_packages else None))
     return uses
 
 
-def entries(store: Store | None, recent: int = 50) -> list[Entry]:
+def _agents_in(initrds: set[str]) -> dict[str, str]:
+    """initramfs file name (of `initrds`, the runs' own) -> the agent entry it holds as /init.
+    An initramfs is named by a digest of all it holds, so its agent is found by content."""
+    agent_dir, initrd_dir = paths.cache_root() / "agent", paths.cache_root() / "initramfs"
+    if not initrds or not agent_dir.is_dir() or not initrd_dir.is_dir():
+        return {}
+    agents = {hashlib.sha256(p.read_bytes()).hexdigest(): p.name for p in agent_dir.iterdir()
+              if p.is_file() and not p.is_symlink()}
+    found = {}
+    for path in initrd_dir.iterdir():   # the store's names are looked up, never opened as paths
+        init = initramfs.init_of(path) if path.name in initrds and path.is_file() else None
+        if init is not None and (agent := agents.get(hashlib.sha256(init).hexdigest())):
+            found[path.name] = agent
+    return found
+
+
+def entries(store: Store | None, recent: int = 50, debian_arches: Mapping[str, str] | None = None) -> list[Entry]:
+    """`debian_arches`: arch profile -> Debian architecture (userland.DEBIAN's), to tell the
+    userland a run's workloads used."""
     root = paths.cache_root()
-    uses = _uses(store, recent)
+    uses = _uses(store, recent, debian_arches or {})
     arch_names = arches.available()
     out = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "children"):
         for path in sorted(folder.iterdir()):
             size, modified = _size_and_newest(path)
-            used = sorted({use.run for use in uses if use.used(path.name, arch_names)})
+            used = sorted({use.run for use in uses if use.used(folder.name, path.name, arch_names)})
             out.append(Entry(folder.name, path, size, modified, used))
     return out
 

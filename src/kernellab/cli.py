@@ -91,7 +91,7 @@ from .report.terminal import GuardedOutput, OutputLost, Screen, printable, print
 from .size import objects as size_objects
 from .size import symbols as size_symbols
 from .size import view as size_view
-from .store import Store
+from .store import Store, begin_command
 from .targets.accel import ACCELS
 from .targets.kexec import COME_BACK_S
 from .targets.lava import read_log
@@ -697,8 +697,12 @@ def _store_if_any(args: argparse.Namespace) -> Store | None:
     return _store(args) if path.exists() else None
 
 
+def _cache_entries(args: argparse.Namespace) -> list[cache.Entry]:
+    return cache.entries(_store_to_read(args), args.recent, {arch: deb for arch, (deb, _) in userland.DEBIAN.items()})
+
+
 def cmd_cache_show(args: argparse.Namespace) -> int:
-    found = cache.entries(_store_to_read(args), args.recent)
+    found = _cache_entries(args)
     kinds = cache.summary(found)
     if args.format == "json":
         sys.stdout.write(_json({"root": str(paths.cache_root()), "kinds": [k.to_dict() for k in kinds],
@@ -722,7 +726,7 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
     # Identified, not prepared: pruning (and its dry run) installs, extracts and runs nothing.
     source_hashes = sources.identify(args.source) if args.source else None
     with paths.alone():
-        found = cache.entries(_store_to_read(args), args.recent)
+        found = _cache_entries(args)
         picked = cache.select(found, args.older_than, source_hashes, args.unused)
         for e in picked:
             _log(f"{'would remove' if args.dry_run else 'removing'} {e.kind}/{e.path.name} ({cache.human(e.bytes)})")
@@ -827,8 +831,9 @@ def cmd_study_run(args: argparse.Namespace) -> int:
 
 
 def _study_text(result: study.StudyResult, floor: model.NoiseFloor, args: argparse.Namespace) -> str:
-    """The study's report in --format, its tables fitted to the screen (a file's whole)."""
-    return studyreport.STUDY.render(studyreport.build(result, floor), args.format, kinds.View(screen=_screen(args)))
+    """The study's report in --format, its tables and header fitted to the screen (a file's whole)."""
+    return studyreport.STUDY.render(studyreport.build(result, floor), args.format,
+                                    kinds.View(screen=_screen(args), verbose=args.verbose))
 
 
 def _study_measured_only(args: argparse.Namespace, how: study.StudyPlan, placement: Placement) -> study.StudyResult:
@@ -1016,6 +1021,47 @@ def _run_count(text: str) -> int:
     value = _at_least_one(text)
     if value > modes.MAX_RUNS:
         raise argparse.ArgumentTypeError(f"must be at most {modes.MAX_RUNS} boots per variant, got {value}")
+    return value
+
+
+# The agent's most repeats of a metric (MAX_REPEATS, agent/harness.h): it refuses more in the
+# guest, after the build and the boot, so a larger --repeats is refused here.
+AGENT_MAX_REPEATS = 1000
+# A top list is read by a person: past this many rows it is no longer a top.
+MAX_TOP = 10_000
+
+
+def _repeats(text: str) -> int:
+    """profile --repeats: 1 to what the agent takes."""
+    value = _at_least_one(text)
+    if value > AGENT_MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"must be at most {AGENT_MAX_REPEATS}, the agent's most repeats of a "
+                                         f"metric, got {value}")
+    return value
+
+
+def _top(text: str) -> int:
+    """--top: 1 to MAX_TOP rows."""
+    value = _at_least_one(text)
+    if value > MAX_TOP:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TOP} rows, got {value}")
+    return value
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _workers(text: str) -> int:
+    """--workers: each local Dask worker builds and boots a kernel at a time, so more
+    workers than this machine's CPUs only queue on them (and a typo would start thousands
+    of processes)."""
+    value = _at_least_one(text)
+    cpus = _usable_cpus()
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"must be at most {cpus}, the CPUs this machine has (more machines: "
+                                         f"--cluster ADDRESS), got {value}")
     return value
 
 
@@ -1233,7 +1279,7 @@ def parser() -> argparse.ArgumentParser:
 
     def cluster_opts(p: argparse.ArgumentParser) -> None:
         cl = p.add_mutually_exclusive_group()
-        cl.add_argument("--workers", type=_at_least_one, help="build and boot on a local Dask cluster of N workers")
+        cl.add_argument("--workers", type=_workers, help="build and boot on a local Dask cluster of N workers")
         cl.add_argument("--cluster", type=_given, metavar="ADDRESS",
                         help="build and boot on the Dask scheduler at ADDRESS (tls://HOST:PORT, or this host's)")
 
@@ -1303,8 +1349,8 @@ def parser() -> argparse.ArgumentParser:
 
     def verbose_opt(p: argparse.ArgumentParser) -> None:
         p.add_argument("--verbose", "-v", action="store_true",
-                       help="a compare table's whole header on a terminal: how each variant was built and booted, "
-                            "CPU flaws, the statistics (a file, -o or a pipe, always has it)")
+                       help="a compare or study table's whole header on a terminal: how each variant was built "
+                            "and booted, CPU flaws, the statistics (a file, -o or a pipe, always has it)")
 
     wall = modes.get("wall")
     c = command("compare", "build, boot and compare variants (no arguments: the built-in default experiment)",
@@ -1498,8 +1544,8 @@ def parser() -> argparse.ArgumentParser:
     ci.add_argument("--sweep", action="append", default=[], metavar="LABEL",
                     help="only the sweep of the file with this label (repeatable; a wrong one lists the labels)")
 
-    sh = command("show", "render any result kernellab wrote as JSON (compare, study run, sweep, bisect, audit, "
-                 "noise-floor, size, profile: --format json; a results file: study run --format results)", cmd_show)
+    sh = command("show", f"render any result kernellab wrote as JSON ({', '.join(k.what for k in kinds.kinds())})",
+                 cmd_show)
     sh.add_argument("report", help="a JSON file kernellab wrote (--format json, or study run --format results)")
     format_opt(sh, *kinds.formats())
     sh.add_argument("--all", action="store_true", help="a compare report: show every metric, all of "
@@ -1553,6 +1599,7 @@ def parser() -> argparse.ArgumentParser:
     cluster_opts(sr)
     target_opts(sr, accel="tcg")
     format_opt(sr, *studyreport.STUDY.formats)
+    verbose_opt(sr)
     sr.add_argument("--output", "-o", help="write the report to a file")
 
     me = command("metrics", "every metric: its label, unit, group, who measures it and in which timing modes it "
@@ -1642,7 +1689,7 @@ def parser() -> argparse.ArgumentParser:
                  "the first kernel against each other", cmd_size)
     sz.add_argument("variants", nargs="+", metavar="VARIANT_OR_VMLINUX",
                     help="a built variant (as compare takes it) or the path of a vmlinux; at least two")
-    sz.add_argument("--top", type=_at_least_one, default=size_view.TOP, help="rows of symbols and directories")
+    sz.add_argument("--top", type=_top, default=size_view.TOP, help="rows of symbols and directories")
     format_opt(sz, "table", "json", "bloat-o-meter")
     variant_opts(sz)
 
@@ -1652,9 +1699,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("b", metavar="B", help="the variant to set beside it")
     pr.add_argument("--metric", type=_agent_metric, required=True,
                     help="the agent metric to run while profiling, e.g. syscall.null")
-    pr.add_argument("--repeats", type=_at_least_one, default=51,
+    pr.add_argument("--repeats", type=_repeats, default=51,
                     help="the metric's repeats: more ticks, a finer profile (default 51)")
-    pr.add_argument("--top", type=_at_least_one, default=20, help="functions to show")
+    pr.add_argument("--top", type=_top, default=20, help="functions to show")
     mode_opt(pr, modes.DEFAULT)
     format_opt(pr, "table", "json")
     variant_opts(pr)
@@ -1717,6 +1764,7 @@ def _main(argv: list[str] | None) -> int:
         args.help_of.print_help()
         return EXIT_USAGE
     stop_on_signals()
+    begin_command()   # `runs` groups this command's runs, even beside another's in this process
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running
         with paths.in_use(), progress.display():

@@ -12,6 +12,7 @@ for the same agent: mtimes and inode numbers are fixed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from pathlib import Path
 from . import paths
 
 _TRAILER = "TRAILER!!!"
+_HEADER = 110   # "070701" and 13 fields of 8 hex digits
 # The agent loads every file of this directory in the order of their names (pid1.c).
 MODULES_DIR = "kl-modules"
 
@@ -65,7 +67,7 @@ def agent_initramfs(init_binary: Path, modules: Sequence[tuple[str, bytes]] = ()
         tmp = _private_tmp(target)
         tmp.write_bytes(build_cpio(files))
         tmp.replace(target)
-    return target
+    return mark_used(target)
 
 
 def with_segments(initrd: Path, segments: Sequence[Path]) -> Path:
@@ -84,7 +86,35 @@ def with_segments(initrd: Path, segments: Sequence[Path]) -> Path:
                 data = part.read_bytes()
                 out.write(data + b"\0" * (-len(data) % 4))
         tmp.replace(target)
-    return target
+    return mark_used(target)
+
+
+def mark_used(entry: Path) -> Path:
+    """`entry` of the cache, its modification time made now: `kernellab cache` tells when an
+    entry was last built or used by it (and prunes by it)."""
+    with contextlib.suppress(OSError):   # a cache entry another user owns: still used, only not dated
+        os.utime(entry)
+    return entry
+
+
+def init_of(archive: Path) -> bytes | None:
+    """The /init of an initramfs written here (the agent, in its first archive); None for a
+    file that holds none or is no newc archive (damaged, or not kernellab's)."""
+    try:
+        with archive.open("rb") as f:
+            while len(header := f.read(_HEADER)) == _HEADER and header.startswith(b"070701"):
+                size, name_size = int(header[54:62], 16), int(header[94:102], 16)
+                name = f.read(name_size).rstrip(b"\0")
+                f.seek(-(_HEADER + name_size) % 4, os.SEEK_CUR)
+                if name == b"init":
+                    data = f.read(size)
+                    return data if len(data) == size else None
+                if name == _TRAILER.encode():
+                    return None
+                f.seek(size + -size % 4, os.SEEK_CUR)
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _private_tmp(target: Path) -> Path:

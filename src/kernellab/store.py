@@ -17,6 +17,7 @@ import signal
 import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from . import reaper
 from .errors import LabError
 from .guest import vulnerabilities
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # SQLite's integers: an id or a limit beyond them names no row (and would overflow).
 _MAX_SQL_INT = 2**63 - 1
 # What a store must have to be kernellab's (any version): anything else is someone else's file.
@@ -50,7 +51,8 @@ CREATE TABLE runs (
     initramfs TEXT,          -- the initramfs file, named by the agent binary's hash
     clocksource TEXT,        -- the guest's clocksource when the agent started
     target_info TEXT,        -- JSON: the target's label and details (accelerator, CPU, emulator)
-    owner TEXT);             -- 'PID START' of the kernellab measuring it (schema 3)
+    owner TEXT,              -- 'PID START' of the kernellab measuring it (schema 3)
+    invocation TEXT);        -- the kernellab command that measured it (schema 5, NULL before)
 CREATE INDEX runs_reuse ON runs(build_key, mode, status, options_key);
 CREATE TABLE samples (
     id INTEGER PRIMARY KEY, run_id INTEGER REFERENCES runs(id), metric TEXT, unit TEXT,
@@ -131,6 +133,14 @@ def _migrate_3_to_4(db: sqlite3.Connection) -> None:
     db.execute(WORKLOADS_TABLE)
 
 
+def _migrate_4_to_5(db: sqlite3.Connection) -> None:
+    """Schema 4 knew a run's process (owner), not its command: the runs it has keep NULL,
+    and `runs` groups them by process, as it did. (A schema 1 store has it already: its
+    runs table was made anew from SCHEMA.)"""
+    if "invocation" not in {row[1] for row in db.execute("PRAGMA table_info(runs)")}:
+        db.execute("ALTER TABLE runs ADD COLUMN invocation TEXT")
+
+
 # The fault suite's hook (tests/faults): the Nth sample this process writes dies in the
 # middle of its transaction, as a kill -9 timed by luck would.
 _KILL_AT_SAMPLE = int(os.environ.get("KERNELLAB_FAULT_KILL_AT_SAMPLE", "0") or 0)
@@ -149,7 +159,18 @@ def _me() -> str:
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
-                                                              3: _migrate_3_to_4}
+                                                              3: _migrate_3_to_4, 4: _migrate_4_to_5}
+
+# The kernellab command whose runs are being measured: what `runs` groups by. cli.main makes
+# a new one for each command (begin_command), so that two commands in one process (a test, a
+# script calling main) are two groups, where a process (a run's owner) would be one.
+_invocation = uuid.uuid4().hex
+
+
+def begin_command() -> None:
+    """The runs measured from now on belong to a new command."""
+    global _invocation
+    _invocation = uuid.uuid4().hex
 
 
 class Store:
@@ -307,9 +328,9 @@ class Store:
                   mode: str, command: list[str], options_key: str, initramfs: str | None) -> int:
         return self._commit(
             "INSERT INTO runs (variant_id, build_key, target, mode, host, status, started, command,"
-            " options_key, initramfs, target_info, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " options_key, initramfs, target_info, owner, invocation) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (variant_id, build_key, target, mode, socket.gethostname(), "running", time.time(),
-             json.dumps(command), options_key, initramfs, json.dumps(target_info), _me()))
+             json.dumps(command), options_key, initramfs, json.dumps(target_info), _me(), _invocation))
 
     def add_sample(self, run_id: int, metric: str, unit: str, rep: int, iters: int, value: float,
                    seq: int | None = None) -> None:
@@ -380,9 +401,10 @@ class Store:
             " coalesce(CASE WHEN json_valid(r.target_info) THEN json_extract(r.target_info, '$.label') END,"
             " r.target) AS label, v.name,"
             " v.arch, s.version, (SELECT count(*) FROM samples WHERE run_id=r.id) AS samples,"
-            # The first run of the kernellab command that measured it (its owner): NULL for a
-            # run of a store older than owners (schema 3).
-            " (SELECT min(o.id) FROM runs o WHERE o.owner = r.owner) AS command_run"
+            # The first run of the kernellab command that measured it (its invocation; before
+            # schema 5, its process: the owner): NULL for a run of a store older than owners.
+            " (SELECT min(o.id) FROM runs o WHERE coalesce(o.invocation, o.owner) = coalesce(r.invocation, r.owner))"
+            " AS command_run"
             " FROM runs r JOIN variants v ON v.id=r.variant_id JOIN sources s ON s.id=v.source_id"
             " ORDER BY r.id DESC LIMIT ?", (min(limit, _MAX_SQL_INT),))
         for row in rows:

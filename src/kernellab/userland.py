@@ -19,8 +19,10 @@ Assembling one:
    which a server such as nginx looks its user up in);
 6. the segment, named by a hash of the architecture, the packages' sha256s and the kept files.
 
-The request (the architecture, the packages, what is kept from them) is remembered beside the
-segment, so that assembling it again is a lookup: no apt, no unpacking. The packages under a
+The request (the architecture, the packages, what is kept from them), each package's version
+and the package each program came from are remembered beside the segment, so that assembling
+it again is a lookup (no apt, no unpacking), and a run's workloads say which version of which
+package they ran (`installed`, guest.workloads.Provenance). The packages under a
 remembered request change only with `refresh` (a new `apt-get update` and a new download).
 """
 
@@ -45,7 +47,8 @@ from elftools.elf.segments import InterpSegment
 from . import apt, elfsize, paths
 from .arches import ArchProfile
 from .errors import LabError
-from .initramfs import build_cpio
+from .guest.workloads import Packages
+from .initramfs import build_cpio, mark_used
 from .workloads import Instance
 
 # Arch profile -> (Debian architecture, its multiarch triplet: where its libraries are).
@@ -103,6 +106,11 @@ class Userland:
     packages: dict[str, str]             # the closure: name -> version
     programs: dict[str, str]             # each argv[0] of the workloads -> its path in the guest
     files: tuple[str, ...]               # every entry, without the leading '/'
+    origins: dict[str, str]              # each argv[0] of the workloads -> the package it came from
+
+    def installed(self) -> Packages:
+        """What a run's workloads say of the packages their programs came from."""
+        return Packages(self.packages, self.origins)
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,7 @@ def assemble(instances: Sequence[Instance], profile: ArchProfile, compression: C
     want = wanted(instances)
     if not want.packages:
         raise LabError("the workloads name no Debian packages (`packages = [...]`): nothing to assemble")
-    remembered = paths.cache_file("userland", f"{arch}-{_request_key(arch, want, compression)}.json")
+    remembered = _remembered_file(arch, want, compression)
     if not refresh:
         found = _remembered(remembered)
         if found is not None:
@@ -162,6 +170,22 @@ def assemble(instances: Sequence[Instance], profile: ArchProfile, compression: C
     built = _build(arch, triplet, want, compression, refresh)
     _write_atomically(remembered, json.dumps({**asdict(built), "segment": built.segment.name}, indent=1).encode())
     return built
+
+
+def installed(instances: Sequence[Instance], profile: ArchProfile, compression: Compression = "gzip") -> Packages:
+    """The packages the guest's userland of `instances` was assembled from, as the cache
+    remembers it (the run's initramfs was given its segment: `segment`); none where the
+    workloads need no package or the arch has no Debian userland. Never assembles."""
+    found = DEBIAN.get(profile.name)
+    want = wanted(instances)
+    if found is None or not want.packages:
+        return Packages()
+    built = _remembered(_remembered_file(found[0], want, compression))
+    return built.installed() if built is not None else Packages()
+
+
+def _remembered_file(arch: str, want: Wanted, compression: str) -> Path:
+    return paths.cache_file("userland", f"{arch}-{_request_key(arch, want, compression)}.json")
 
 
 def _request_key(arch: str, want: Wanted, compression: str) -> str:
@@ -175,10 +199,14 @@ def _remembered(path: Path) -> Userland | None:
         data = json.loads(path.read_text())
         found = Userland(data["arch"], path.parent / paths.component("cache file name", data["segment"]),
                          data["compression"], data["size"], data["unpacked"], data["packages"],
-                         data["programs"], tuple(data["files"]))
+                         data["programs"], tuple(data["files"]), data["origins"])
     except (OSError, ValueError, KeyError, TypeError, LabError):
-        return None   # none yet, or damaged: assembled again
-    return found if found.segment.is_file() else None
+        return None   # none yet, damaged, or remembered before it named the programs' packages: assembled again
+    if not found.segment.is_file():
+        return None
+    mark_used(path)
+    mark_used(found.segment)
+    return found
 
 
 # -- the packages --------------------------------------------------------------------------------
@@ -204,6 +232,7 @@ def _build(arch: str, triplet: str, want: Wanted, compression: Compression, refr
     trees = {name: _unpacked(arch, deb) for name, deb in debs.items()}
     tree = Tree.of(trees)
     programs, kept = keep(tree, want, triplet)
+    origins = {name: tree.package_of(path[1:]) for name, path in programs.items()}
     sha256s = {name: apt.sha256(deb) for name, deb in sorted(debs.items())}
     files = _cpio_files(tree, kept)
     for name, text in GUEST_FILES.items():
@@ -216,9 +245,16 @@ def _build(arch: str, triplet: str, want: Wanted, compression: Compression, refr
         cpio = build_cpio({name: (mode, data()) for name, (mode, data) in files.items()})
         # mtime 0: the same files make the same bytes.
         _write_atomically(target, gzip.compress(cpio, compresslevel=6, mtime=0) if compression == "gzip" else cpio)
-    versions = {name: deb.name.split("_")[1].replace("%3a", ":") for name, deb in sorted(debs.items())}
+    versions = {name: _version(deb) for name, deb in sorted(debs.items())}
     return Userland(arch, target, compression, target.stat().st_size, unpacked, versions, programs,
-                    tuple(sorted(files)))
+                    tuple(sorted(files)), origins)
+
+
+def _version(deb: Path) -> str:
+    """A downloaded package's version, as apt-get download names its file: NAME_VERSION_ARCH.deb,
+    an epoch's colon written %3a (the control data's Version, without running dpkg-deb once
+    per package)."""
+    return deb.name.split("_")[1].replace("%3a", ":")
 
 
 def _unpacked(arch: str, deb: Path) -> Path:
@@ -308,6 +344,7 @@ class Entry:
     source: Path                         # where it was unpacked on the host
     mode: int                            # permission bits
     target: str = ""                     # a link's
+    package: str = ""                    # the package it came from
 
 
 @dataclass
@@ -320,14 +357,23 @@ class Tree:
     @classmethod
     def of(cls, trees: dict[str, Path]) -> Tree:
         tree = cls()
-        for _, root in sorted(trees.items()):
+        for package, root in sorted(trees.items()):
             for here, dirs, names in os.walk(root):
                 relative = Path(here).relative_to(root).as_posix()
                 for name in (*dirs, *names):
                     path = name if relative == "." else f"{relative}/{name}"
                     if path not in tree.entries:
-                        tree.entries[path] = _entry(Path(here) / name)
+                        tree.entries[path] = _entry(Path(here) / name, package)
         return tree
+
+    def package_of(self, path: str) -> str:
+        """The package that holds `path` itself (a command's link on PATH is its package's,
+        wherever it leads), or, under a linked directory, the file it leads to."""
+        entry = self.entries.get(path)
+        if entry is None:
+            found = self.resolve(path)
+            entry = self.entries[found[0]] if found is not None else None
+        return entry.package if entry is not None else ""
 
     def resolve(self, path: str) -> tuple[str, list[str]] | None:
         """The path `path` leads to through symbolic links, and the links it went through;
@@ -357,12 +403,12 @@ class Tree:
         return "/".join(real), links
 
 
-def _entry(host: Path) -> Entry:
+def _entry(host: Path, package: str) -> Entry:
     st = host.lstat()
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
-        return Entry("link", host, 0o777, os.readlink(host))
-    return Entry("dir" if stat.S_ISDIR(st.st_mode) else "file", host, mode)
+        return Entry("link", host, 0o777, os.readlink(host), package)
+    return Entry("dir" if stat.S_ISDIR(st.st_mode) else "file", host, mode, package=package)
 
 
 def keep(tree: Tree, want: Wanted, triplet: str) -> tuple[dict[str, str], set[str]]:
@@ -513,7 +559,7 @@ def lines(userland: Userland) -> list[str]:
            f"size      {userland.size / mib:.1f} MiB ({userland.compression}), files {userland.unpacked / mib:.1f} MiB "
            f"unpacked, {len(userland.files)} entries",
            f"arch      {userland.arch} (Debian 12)", "programs"]
-    out += [f"  {name:18} {path}" for name, path in sorted(userland.programs.items())]
+    out += [f"  {name:18} {path} (from {userland.origins[name]})" for name, path in sorted(userland.programs.items())]
     out.append(f"packages  {len(userland.packages)}: the closure, from which only the files below are kept")
     out += [f"  {name:34} {version}" for name, version in sorted(userland.packages.items())]
     out.append("files")

@@ -57,7 +57,7 @@ def test_schema_2_stores_keep_one_copy_of_each_record(tmp_path):
                      " VALUES (1, 'boot.agent_ready.printk', 's', 0, 1, 0.3, NULL)")
     store.close()
     migrated = Store(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 4
+    assert migrated.schema_version() == SCHEMA_VERSION == 5
     rows = migrated.db.execute("SELECT seq FROM samples ORDER BY id").fetchall()
     assert [r[0] for r in rows] == [0, 1, 2, None]
     assert migrated.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from .. import blast, modes, progress
 from ..config.dotconfig import differing
 from ..errors import LabError
+from ..guest.workloads import Provenance, provenances
 from ..metrics.catalog import describe
 from ..store import Store
 from ..workloads import Instance
@@ -77,9 +78,12 @@ class BisectResult:
     unsure: list[str]              # comparisons that ended "not yet known" (wall mode)
     confirmation: dict[str, Any] | None   # KernelCI's check of the culprits, by reverting them
     families: dict[str, str] = field(default_factory=dict)   # wide option -> its family (the option it needs first)
+    workloads: list[Provenance] = field(default_factory=list)   # what a workload metric's figures come from
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()}
+        out = {k: ([c.__dict__ for c in v] if k == "culprits" else v) for k, v in self.__dict__.items()
+               if k != "workloads"}
+        return {**out, **({"workloads": [w.to_dict() for w in self.workloads]} if self.workloads else {})}
 
 
 class ProberLike(Protocol):
@@ -105,8 +109,9 @@ class Bisector:
 
     def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: modes.Mode,
                  threshold_pct: float = 2.0, log: Callable[[str], None] = print,
-                 max_runs: int = WALL_MAX_RUNS) -> None:
+                 max_runs: int = WALL_MAX_RUNS, store: Store | None = None) -> None:
         self.prober, self.target, self.metric = prober, target, metric
+        self.store = store   # where the probes' runs say which programs a workload metric came from
         self.mode, self.threshold, self.log, self.max_runs = mode, threshold_pct, log, max_runs
         self.unsure: list[str] = []
         self.better = describe(metric, "").better
@@ -135,7 +140,7 @@ class Bisector:
         target = differing(good_p.config.values, bad_p.config.values)
         prober = cluster_probe.prober(store, good, good_p.config.text, [metric], mode, cluster, log, placement,
                                       "bisect", workloads)
-        return cls(prober, target, metric, mode, threshold_pct, log, max_runs)
+        return cls(prober, target, metric, mode, threshold_pct, log, max_runs, store)
 
     def run(self) -> BisectResult:
         start = time.monotonic()
@@ -171,7 +176,15 @@ class Bisector:
             [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
               "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached,
               "copy_s": p.tree.copy_s if p.tree else 0.0, "tree": p.tree.label() if p.tree else None}
-             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation, self._family)
+             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation, self._family,
+            self._workloads())
+
+    def _workloads(self) -> list[Provenance]:
+        """What each workload the probes ran came from, as their runs stored it."""
+        store = self.store
+        if store is None:   # a search over a prober of the tests' own
+            return []
+        return provenances(store.run_workloads(r) for p in self.prober.probes for r in p.run_ids)
 
     # -- search --------------------------------------------------------------------
 

@@ -432,15 +432,18 @@ def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
 
 
 def _workload_reader(options: RunOptions, sink: _StoreSink, info: TargetInfo, store: Store,
-                     run_id: int) -> guest_workloads.Reader | None:
+                     run_id: int, p: Prepared, target: Target) -> guest_workloads.Reader | None:
     """What reads the run's workloads back, storing each one's provenance and raw output."""
     if not options.workloads:
         return None
+    # A guest runs the programs of the userland kernellab assembled; a machine its own.
+    guest = (guest_workloads.Packages() if target.capabilities.agent == "program"
+             else userland.installed(options.workloads, p.profile))
 
     def ended(e: guest_workloads.Ended) -> None:
         sink.flush()
-        store.add_workload(run_id, e.inst.label, guest_workloads.provenance(e.inst), e.status, e.reason,
-                           e.elapsed_s)
+        store.add_workload(run_id, e.inst.label, guest_workloads.Provenance.of(e.inst, target.name, guest).to_dict(),
+                           e.status, e.reason, e.elapsed_s)
         store.add_log(f"{guest_workloads.LOG_KIND} {e.inst.label}", e.output, run_id=run_id)
 
     # A real machine's runs say which one ("this machine", "ssh://root@nas"); a guest has no such name.
@@ -476,7 +479,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        session = Session(sink, watcher, _workload_reader(options, sink, info, store, run_id))
+        session = Session(sink, watcher, _workload_reader(options, sink, info, store, run_id, p, target))
         try:
             with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
                 result = session.read(console)

@@ -20,6 +20,7 @@ from .. import modes, progress
 from ..config.dotconfig import differing
 from ..errors import LabError
 from ..guest import vulnerabilities
+from ..guest.workloads import Provenance, provenances
 from ..knowledge import flaws_by_option
 from ..report.model import judge_probes
 from ..store import Store
@@ -56,6 +57,7 @@ class SweepResult:
     builds: int
     boots: int
     wall_s: float
+    workloads: list[Provenance] = field(default_factory=list)   # what the workload metrics' figures come from
 
     def ranked(self, metric: str) -> list[Flip]:
         def size(f: Flip) -> float:
@@ -66,7 +68,8 @@ class SweepResult:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "metrics": self.metrics, "baseline": self.baseline,
                 "builds": self.builds, "boots": self.boots, "wall_s": self.wall_s,
-                "flips": [f.__dict__ for f in self.flips]}
+                "flips": [f.__dict__ for f in self.flips],
+                **({"workloads": [w.to_dict() for w in self.workloads]} if self.workloads else {})}
 
 
 def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, str]:
@@ -102,6 +105,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     order = sorted(flips, key=lambda o: (costs[o], o))
     asks = {f"flip:{o}={flips[o]}": o for o in order}
     results = []
+    run_ids = list(baseline.run_ids)
     mitigates = flaws_by_option()
     with progress.task("sweep", len(order), "options flipped") as bar:
         def flipped(probe: Probe) -> None:
@@ -120,11 +124,13 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                 [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
             flip.effects = judge_probes(baseline.runs, probe.runs, mode.name)
             results.append(flip)
+            run_ids.extend(probe.run_ids)
             bar.advance()
 
         prober.probe_all([(label, {option: flips[option]}) for label, option in asks.items()], runs, done=flipped)
     return SweepResult(mode.name, metrics, {m: baseline.value(m) for m in metrics}, results,
-                       prober.builds, prober.boots, time.monotonic() - start)
+                       prober.builds, prober.boots, time.monotonic() - start,
+                       provenances(store.run_workloads(r) for r in run_ids))
 
 
 def _radii(prober: Prober, base: dict[str, str], flips: dict[str, str]) -> dict[str, int]:

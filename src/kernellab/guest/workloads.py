@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -104,14 +105,79 @@ def register(instances: Sequence[Instance]) -> None:
         raise LabError(f"--workload: {exc}: rename the workload's metric") from None
 
 
-def provenance(inst: Instance, version: str | None = None) -> dict[str, Any]:
-    """What a report says of a workload it shows figures of: the program, its version
-    when known (the Debian package's, from the guest's userland), the argv it ran."""
-    argv = inst.argv(WORKDIR)
-    return {"workload": inst.workload.name, "label": inst.label, "origin": inst.loaded.origin,
-            "program": argv[0], "packages": list(inst.workload.packages), "version": version,
-            "argv": argv, "params": inst.params, "fixed_work": inst.workload.fixed_work,
-            "why": inst.workload.why}
+@dataclass(frozen=True)
+class Packages:
+    """What a guest's userland was assembled from (kernellab.userland): each Debian package's
+    version, and the package each program (an argv[0]) came from. Empty on a machine that
+    runs its own programs."""
+
+    versions: Mapping[str, str] = field(default_factory=dict)
+    programs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What every report says of a workload it shows figures of: the program, its version
+    as its Debian package says it, the package it came from when kernellab assembled the
+    guest's userland, the argv it ran and the target it ran on. Stored with each run
+    (Store.add_workload) and carried by compare, sweep and bisect results."""
+
+    workload: str
+    label: str                           # the spec it was asked as: fio:bs=4k
+    origin: str                          # its workload file
+    program: str                         # argv[0]
+    argv: tuple[str, ...]                # "{workdir}" stands for the directory the agent gives it
+    packages: tuple[str, ...]            # the Debian packages the workload names
+    version: str | None = None           # the program's, from its package; None: not known
+    package: str | None = None           # the package the program came from in the guest's userland
+    package_versions: Mapping[str, str] = field(default_factory=dict)   # of `packages`, those the userland had
+    target: str | None = None            # qemu, local, ssh://HOST, ...; None: a run stored before it was said
+    params: Mapping[str, str] = field(default_factory=dict)
+    fixed_work: bool = False
+    why: str = ""
+
+    @classmethod
+    def of(cls, inst: Instance, target: str | None = None, guest: Packages = Packages()) -> Provenance:
+        """The provenance of `inst` run on `target`, whose userland `guest` describes."""
+        argv = inst.argv(WORKDIR)
+        package = guest.programs.get(argv[0])
+        return cls(inst.workload.name, inst.label, str(inst.loaded.origin), argv[0], tuple(argv),
+                   tuple(inst.workload.packages), guest.versions.get(package) if package else None, package,
+                   {p: guest.versions[p] for p in inst.workload.packages if p in guest.versions}, target,
+                   dict(inst.params), inst.workload.fixed_work, inst.workload.why)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        """A stored or reported provenance; one stored before a field was recorded lacks it."""
+        argv = tuple(data.get("argv") or (data["program"],))
+        return cls(data["workload"], data["label"], str(data.get("origin", "")), data["program"], argv,
+                   tuple(data.get("packages") or ()), data.get("version"), data.get("package"),
+                   dict(data.get("package_versions") or {}), data.get("target"), dict(data.get("params") or {}),
+                   bool(data.get("fixed_work", False)), data.get("why", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "label": self.label, "origin": self.origin, "program": self.program,
+                "version": self.version, "package": self.package, "packages": list(self.packages),
+                "package_versions": dict(self.package_versions), "argv": list(self.argv), "target": self.target,
+                "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why}
+
+    def line(self) -> str:
+        """One line of a report's header: which program, which version from where, the command line."""
+        version = f" {self.version}" if self.version else " (version not known)"
+        source = f" from Debian's {self.package}" if self.package else ""
+        where = f" on {self.target}" if self.target else ""
+        return f"workload {self.label}: {self.program}{version}{source}{where}: {shlex.join(self.argv)}"
+
+
+def provenances(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[Provenance]:
+    """One provenance per workload, from the first of `runs` (each Store.run_workloads) that
+    ran it, in the order they ran."""
+    found: dict[str, Provenance] = {}
+    for workloads in runs:
+        for w in workloads:
+            if w["label"] not in found:
+                found[w["label"]] = Provenance.from_dict(w["provenance"])
+    return list(found.values())
 
 
 def encode(instances: Sequence[Instance]) -> bytes:

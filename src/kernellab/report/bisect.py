@@ -1,5 +1,6 @@
 """A bisection's result (experiments/bisect.py) as a kind of result (report/kinds.py) and
-its text; its HTML page is html.bisect_page."""
+its text (its header: the metric, the endpoints, each workload's provenance); its HTML page
+is html.bisect_page, whose summary and text report show them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from .. import blast, modes
 from . import fmt_value, kinds
 from .attribution import probe_build_s
+from .sweep import workload_lines
 
 
 def bisect_text(r: dict[str, Any]) -> str:
@@ -16,7 +18,7 @@ def bisect_text(r: dict[str, Any]) -> str:
     total = r["bad"] - r["good"]
     lines = [f"bisect on {r['metric']} ({unit}), {modes.get(r['mode']).summary}",
              f"good {fmt_value(r['good'], unit)}, bad {fmt_value(r['bad'], unit)}: "
-             f"{_pct(total, r['good'])} over {r['candidates']} differing option(s)"]
+             f"{_pct(total, r['good'])} over {r['candidates']} differing option(s)", *workload_lines(r)]
     if not r["culprits"]:
         lines.append(f"no option moves the metric by the threshold ({r['threshold_pct']:g}%): no culprit")
     for c in r["culprits"]:

@@ -5,13 +5,17 @@ mitigation the emulated CPU never ran); the options that could not be set alone 
 the table. Every sweep's heading says how its figures were obtained. The results file is
 a kind of result (RESULTS, report/kinds.py); report/results.py writes one from a study.
 
-On a screen (terminal.Screen with a width) the table fits the width: its notes and its
-headers wrap between words, the options and figures never; a file or a pipe gets every
-row on one line. The baseline's units say when a time counts instructions (display_unit)."""
+On a screen (terminal.Screen with a width) the table fits the width, its figures and
+headers never cut: the notes go under the table; the headers fold between words (after a
+hyphen too), else each becomes a letter that a legend line under the table names; long
+option names lose their middles last, each still its own (a line says so). A file or a
+pipe gets every row on one line. The baseline's units say when a time counts instructions (display_unit)."""
 
 from __future__ import annotations
 
 import io
+import string
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich import box
@@ -23,7 +27,8 @@ from rich.table import Table
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
 from . import display_unit, fmt_value, kinds, md_table
-from .table import FULL_WIDTH, GAP
+from .table import FULL_WIDTH, GAP, LABEL_MIN, shortened
+from .terminal import fold_header, header_pieces
 
 # The narrowest the notes' column may be beside the figures: narrower, they go under the table.
 NOTE_MIN = 24
@@ -106,30 +111,65 @@ def terminal(results: dict[str, Any], view: kinds.View) -> str:
     with console.capture() as capture:
         for sweep in results["sweeps"]:
             columns, rows = head(sweep), _rows(sweep)
-            # A screen too narrow for the notes beside the figures has them under the table.
-            below = bool(width) and _needed(columns[:-1], [r[:-1] for r in rows]) + GAP + NOTE_MIN > (width or 0)
-            notes = [f"{r[0]}: {r[-1]}" for r in rows if r[-1]] if below else []
-            if below:
-                columns, rows = columns[:-1], [r[:-1] for r in rows]
+            shown = _on_screen(columns, rows, width) if width else Shown(columns, rows)
             # Cells are rich markup: the file's words are escaped ("[/]" in an option's value).
             table = Table(title=escape(heading(results, sweep)), title_justify="left",
                           box=box.MINIMAL if width else box.HEAVY_HEAD, show_edge=not width, pad_edge=not width)
-            for i, col in enumerate(columns):
-                figures = 0 < i < len(head(sweep)) - 1
-                table.add_column(escape(col), justify="right" if figures else "left", no_wrap=bool(width) and i == 0)
-            for cells in rows:
+            for i, col in enumerate(shown.columns):
+                figures = 0 < i < len(columns) - 1
+                # Figures whole: a screen too narrow for them beside the shortest options folds the options.
+                whole = max((cell_len(r[i]) for r in shown.rows), default=0) if figures and width else None
+                table.add_column(escape(col), justify="right" if figures else "left", min_width=whole,
+                                 overflow="fold", no_wrap=bool(width) and figures)
+            for cells in shown.rows:
                 table.add_row(*map(escape, cells))
             console.print(table)
-            for line in [baseline(sweep), *notes, *(f"not measured: {line}" for line in not_measured(sweep))]:
+            for line in [*shown.legend, baseline(sweep), *shown.notes,
+                         *(f"not measured: {line}" for line in not_measured(sweep))]:
                 # A line of words: on a screen wrapped at its width, in a file whole.
                 console.print(f"  {line}", highlight=False, markup=False, soft_wrap=not width)
     return capture.get()
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A sweep's table as a screen shows it: its columns' headers, its rows, and the lines
+    under it that say what moved there (the legend of lettered headers, the notes)."""
+    columns: list[str]
+    rows: list[list[str]]
+    legend: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _on_screen(columns: list[str], rows: list[list[str]], width: int) -> Shown:
+    """The table for `width` columns, narrowed step by step: the notes under the table;
+    each figure's header folded to its column; the headers lettered, a legend naming them;
+    the options' middles left out."""
+    notes: list[str] = []
+    # A screen too narrow for the notes beside the figures has them under the table, each whole.
+    if _needed(columns[:-1], [r[:-1] for r in rows]) + GAP + NOTE_MIN > width:
+        notes = [f"{r[0]}: {r[-1]}" for r in rows if r[-1]]
+        columns, rows = columns[:-1], [r[:-1] for r in rows]
+    legend = []
+    if _needed(columns, rows) > width:
+        letters = string.ascii_uppercase[:len(columns) - 1]
+        legend = ["columns: " + "; ".join(f"{k} = {c}" for k, c in zip(letters, columns[1:], strict=True))]
+        columns = [columns[0], *letters]
+    over = _needed(columns, rows) - width
+    if over > 0:
+        options = shortened([r[0] for r in rows], max(max(cell_len(r[0]) for r in rows) - over, LABEL_MIN))
+        rows = [[option, *r[1:]] for option, r in zip(options, rows, strict=True)]
+        legend.append(f"shortened to fit {width} columns: the middle of long options (-o FILE keeps them whole)")
+    figures = [max((cell_len(r[i]) for r in rows), default=0) for i in range(len(columns))]
+    return Shown([columns[0], *(fold_header(c, w) for c, w in zip(columns[1:], figures[1:], strict=True))],
+                 rows, legend, notes)
+
+
 def _needed(columns: list[str], rows: list[list[str]]) -> int:
-    """A table's width on a screen: each cell whole, each header folded between its words."""
-    widths = [max(max((cell_len(cell) for cell in column[1:]), default=0), max(map(cell_len, column[0].split())))
-              for column in zip(columns, *rows, strict=True)]
+    """A table's width on a screen: each cell whole, each header folded (fold_header)."""
+    widths = [max(max((cell_len(cell) for cell in column[1:]), default=0),
+                  max(cell_len(p.rstrip()) for p in header_pieces(column[0])) if i else cell_len(column[0]))
+              for i, column in enumerate(zip(columns, *rows, strict=True))]
     return sum(widths) + GAP * (len(widths) - 1)
 
 

@@ -78,6 +78,9 @@ class Section:
     charts: list[Chart] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     text: str = ""           # a text report, shown as it is printed (its columns kept)
+    # Reference a reader opens when wanted: all but the heading folded away (<details>),
+    # this line, which says what it holds, the one to click. Empty: shown.
+    folded: str = ""
 
 
 # The "Memory:" line's fields, in the kernel's order: what the image costs in RAM.
@@ -117,12 +120,44 @@ def page(title: str, subtitle: str, sections: Sequence[Section], footer: str) ->
     for s in sections:
         placed.append({"title": s.title, "anchor": re.sub(r"[^a-z0-9]+", "-", s.title.lower()).strip("-"),
                        "summary": s.summary, "paragraphs": s.paragraphs, "bullets": s.items, "tables": s.tables,
-                       "text": s.text,
+                       "text": s.text, "folded": s.folded,
                        "charts": [{"title": c.title, "id": f"chart-{charts.index(c)}", "index": charts.index(c)}
                                   for c in s.charts]})
     return _ENV.get_template("report.html.j2").render(
         title=title, subtitle=subtitle, sections=placed, footer=footer, version=__version__,
-        specs_json=_json_for_script([c.spec for c in charts]), bundle=_bundle())
+        specs_json=_json_for_script(_verdict_legend_once([c.spec for c in charts])), bundle=_bundle())
+
+
+def _verdict_legend_once(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The charts' specs with the verdict legend drawn once per page, above the first chart
+    that has it: the same four entries over every chart made the page longer and said
+    nothing new. A legend in other words (verdict_marks' `legend`) is drawn again, once."""
+    drawn: set[str] = set()
+    out = []
+    for spec in specs:
+        spec = json.loads(json.dumps(spec))   # the caller's spec stays as it was
+        legends = [channel for channel in _channels(spec)
+                   if channel.get("field") == "verdict" and isinstance(channel.get("legend"), dict)]
+        said = {json.dumps(c["legend"], sort_keys=True) for c in legends}
+        for channel in legends:
+            if json.dumps(channel["legend"], sort_keys=True) in drawn:
+                channel["legend"] = None
+        drawn |= said
+        out.append(spec)
+    return out
+
+
+def _channels(spec: Any) -> Iterable[dict[str, Any]]:
+    """Every encoding channel of a Vega-Lite spec, its layers' included."""
+    if isinstance(spec, dict):
+        for name, value in spec.items():
+            if name == "encoding" and isinstance(value, dict):
+                yield from (c for c in value.values() if isinstance(c, dict))
+            else:
+                yield from _channels(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from _channels(value)
 
 
 def link(url: str) -> str:
@@ -144,10 +179,10 @@ _LABEL_CHARS = 36
 _LINE_PX = 13
 # The plot's width, and what a chart's labels and its column of figures take beside it:
 # the whole fits the page's column at 1,280 px.
-_PLOT_WIDTH = 440
+PLOT_WIDTH = 440
 # The figures written beside a chart: a long variant name is cut (its tooltip has it whole)
 # rather than push the chart past the page.
-_TEXT_LIMIT = 300
+TEXT_LIMIT = 300
 # A change of -99.9% or more (down to nothing) is drawn at -99.9%: a log axis has no 0.
 _MIN_RATIO = 1e-3
 
@@ -168,11 +203,11 @@ def row_labels(labels: Sequence[str], names: Sequence[str]) -> list[str]:
     return shown
 
 
-def _label_axis() -> alt.Axis:
+def label_axis() -> alt.Axis:
     return alt.Axis(labelExpr="split(datum.label, '\\n')", labelLimit=0, title=None, labelPadding=6)
 
 
-def _step(rows: Sequence[dict[str, Any]], per_row: int) -> int:
+def row_step(rows: Sequence[dict[str, Any]], per_row: int) -> int:
     """Pixels per step of a chart's y axis, enough for its longest label: a row, or with
     several series per row (yOffset, whose step it is then) one series of it."""
     lines = max((r["row"].count("\n") + 1 for r in rows), default=1)
@@ -216,6 +251,22 @@ def change_text(delta: float, lo: float | None, hi: float | None) -> str:
     return text + (f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "")
 
 
+def verdict_marks(legend: dict[str, str] = VERDICT_LEGEND) -> dict[str, Any]:
+    """A point's stroke, fill and shape by its `verdict` field (a kind of VERDICT_LEGEND):
+    filled for a difference, hollow for none, a cross for not compared, in one legend that
+    says `legend`'s words for them (a page whose verdicts have words of their own keeps the marks)."""
+    # The data says the verdict's kind (worse); the legend what it means.
+    shown = alt.Legend(orient="top", title="verdict", labelLimit=0, symbolStrokeWidth=1.5,
+                       labelExpr=f"{json.dumps(legend)}[datum.label]")
+    scale = {k: alt.Scale(domain=list(VERDICT_LEGEND), range=list(d.values()))
+             for k, d in (("colour", _VERDICT_COLOURS), ("shape", _VERDICT_SHAPES))}
+    fills = alt.Scale(domain=list(VERDICT_LEGEND),
+                      range=[_VERDICT_COLOURS[k] if k != NO_DIFFERENCE else "transparent" for k in VERDICT_LEGEND])
+    return {"stroke": alt.Stroke("verdict:N", scale=scale["colour"], legend=shown),
+            "fill": alt.Fill("verdict:N", scale=fills, legend=shown),
+            "shape": alt.Shape("verdict:N", scale=scale["shape"], legend=shown)}
+
+
 def change_chart(rows: Sequence[dict[str, Any]], title: str) -> dict[str, Any]:
     """Changes as points on a log-ratio axis, one row each (`row`: its axis label; `series`:
     whose change, when a row holds several), coloured and shaped by verdict, with the change
@@ -230,31 +281,21 @@ def change_chart(rows: Sequence[dict[str, Any]], title: str) -> dict[str, Any]:
     data = _data(values)
     x = _ratio_x([v["ratio"] for v in values] + [v[k] for v in values for k in ("ratio_lo", "ratio_hi") if v[k]],
                  title)
-    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=_label_axis())
+    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=label_axis())
     offset = {"yOffset": alt.YOffset("series:N", sort=series)} if several else {}
-    # The data says the verdict's kind (worse); the legend what it means.
-    legend = alt.Legend(orient="top", title="verdict", labelLimit=0, symbolStrokeWidth=1.5,
-                        labelExpr=f"{json.dumps(VERDICT_LEGEND)}[datum.label]")
-    scale = {k: alt.Scale(domain=list(VERDICT_LEGEND), range=list(d.values()))
-             for k, d in (("colour", _VERDICT_COLOURS), ("shape", _VERDICT_SHAPES))}
-    fills = alt.Scale(domain=list(VERDICT_LEGEND),
-                      range=[_VERDICT_COLOURS[k] if k != NO_DIFFERENCE else "transparent" for k in VERDICT_LEGEND])
     points = alt.Chart(data).mark_point(size=80, strokeWidth=1.5, opacity=1).encode(
-        x=x, y=y, **offset,
-        stroke=alt.Stroke("verdict:N", scale=scale["colour"], legend=legend),
-        fill=alt.Fill("verdict:N", scale=fills, legend=legend),
-        shape=alt.Shape("verdict:N", scale=scale["shape"], legend=legend),
+        x=x, y=y, **offset, **verdict_marks(),
         tooltip=[alt.Tooltip("label:N", title="metric"), alt.Tooltip("series:N", title="variant"),
                  alt.Tooltip("text:N", title="change"), "verdict:N", "how:N"])
     one = alt.Chart(_data([{"ratio": 1.0}])).mark_rule(color="#8a8f9c").encode(x=alt.X("ratio:Q"))
-    figures = alt.Chart(data).mark_text(align="left", dx=10, fontSize=11, color="#1d2330", limit=_TEXT_LIMIT).encode(
-        x=alt.value(_PLOT_WIDTH), y=y, **offset, text="text:N")
+    figures = alt.Chart(data).mark_text(align="left", dx=10, fontSize=11, color="#1d2330", limit=TEXT_LIMIT).encode(
+        x=alt.value(PLOT_WIDTH), y=y, **offset, text="text:N")
     layers: list[alt.Chart] = [one, points, figures]
     if any(v["ratio_lo"] is not None for v in values):
         layers.insert(1, alt.Chart(data).mark_rule(color="#5a6275").encode(
             x=alt.X("ratio_lo:Q"), x2="ratio_hi:Q", y=y, **offset))
-    step = _step(values, len(series) if several else 1)
-    spec: dict[str, Any] = alt.layer(*layers).properties(width=_PLOT_WIDTH, height=alt.Step(step)).to_dict()
+    step = row_step(values, len(series) if several else 1)
+    spec: dict[str, Any] = alt.layer(*layers).properties(width=PLOT_WIDTH, height=alt.Step(step)).to_dict()
     return spec
 
 
@@ -294,7 +335,7 @@ def values_chart(report: dict[str, Any], metrics: Sequence[dict[str, Any]]) -> d
     if not rows:
         return None
     data = _data(rows)
-    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=_label_axis())
+    y = alt.Y("row:N", sort=list(dict.fromkeys(r["row"] for r in rows)), axis=label_axis())
     offset = alt.YOffset("variant:N", sort=names)
     colour = alt.Color("variant:N", sort=names, legend=None)
     low = min([0.0] + [r[k] for r in rows for k in ("bar", "lo") if r[k] is not None])
@@ -302,10 +343,10 @@ def values_chart(report: dict[str, Any], metrics: Sequence[dict[str, Any]]) -> d
     bars = alt.Chart(data).mark_bar(height={"band": 0.8}).encode(
         x=x, y=y, yOffset=offset, color=colour, tooltip=[alt.Tooltip("label:N", title="metric"), "text:N", "why:N"])
     whiskers = alt.Chart(data).mark_rule(color="#1d2330").encode(x="lo:Q", x2="hi:Q", y=y, yOffset=offset)
-    figures = alt.Chart(data).mark_text(align="left", dx=8, fontSize=11, color="#1d2330", limit=_TEXT_LIMIT).encode(
-        x=alt.value(_PLOT_WIDTH), y=y, yOffset=offset, text="text:N", tooltip=["text:N", "why:N"])
-    step = _step(rows, len(names))
-    return alt.layer(bars, whiskers, figures).properties(width=_PLOT_WIDTH, height=alt.Step(step)).to_dict()
+    figures = alt.Chart(data).mark_text(align="left", dx=8, fontSize=11, color="#1d2330", limit=TEXT_LIMIT).encode(
+        x=alt.value(PLOT_WIDTH), y=y, yOffset=offset, text="text:N", tooltip=["text:N", "why:N"])
+    step = row_step(rows, len(names))
+    return alt.layer(bars, whiskers, figures).properties(width=PLOT_WIDTH, height=alt.Step(step)).to_dict()
 
 
 # -- compare ---------------------------------------------------------------------------
@@ -354,7 +395,8 @@ def compare_sections(report: dict[str, Any], metrics: Iterable[str] | None = Non
                                 paragraphs=[_delta_legend(report)]))
     values = _values_charts(report, shown)
     if values:
-        sections.append(Section(f"{prefix}Values per variant", charts=values, paragraphs=[_values_legend(report)]))
+        sections.append(Section(f"{prefix}Values per variant", charts=values, paragraphs=[_values_legend(report)],
+                                folded=_values_said(report, shown, values)))
     if wanted is None:
         timeline = _boot_charts(report)
         if timeline:
@@ -363,7 +405,11 @@ def compare_sections(report: dict[str, Any], metrics: Iterable[str] | None = Non
         if memory:
             sections.append(Section(f"{prefix}Kernel memory (the \"Memory:\" line)", charts=[memory]))
         if report.get("size"):
-            sections.append(size_section(report["size"]))
+            size = size_section(report["size"])
+            size.folded = (f"Show where the image's bytes go, by directory and by symbol "
+                           f"({_counted(size.charts, 'chart')}, {_counted(size.tables, 'table')}; the largest moves "
+                           "are named under How the numbers were obtained)")
+            sections.append(size)
     sections.append(Section(f"{prefix}All metrics", tables=[_metric_table(report, shown)]))
     return sections
 
@@ -380,6 +426,18 @@ def _delta_legend(report: dict[str, Any]) -> str:
                     "filled: significant after the correction for many metrics; no difference, hollow: not "
                     "significant; not compared, a cross: not to be believed from what was measured (the tooltip "
                     "says why).")
+
+
+def _counted(things: Sequence[Any], what: str) -> str:
+    return f"{len(things)} {what}{'s' if len(things) != 1 else ''}"
+
+
+def _values_said(report: dict[str, Any], shown: Sequence[dict[str, Any]], charts: Sequence[Chart]) -> str:
+    """The line that opens the folded values: what they are, of how many metrics."""
+    names = [v["name"] for v in report["variants"]]
+    whose = "each variant's" if len(names) > 1 else f"{names[0]}'s"
+    return (f"Show {whose} median, spread and number of samples of the {len(shown)} metrics "
+            f"({_counted(charts, 'chart')}, one per group; the table below has the figures)")
 
 
 def _values_legend(report: dict[str, Any]) -> str:
@@ -550,11 +608,13 @@ def study_page(study: dict[str, Any], details: str) -> str:
                 f"kernellab study report format {study['format_version']}")
 
 
-def sweep_page(result: dict[str, Any]) -> str:
+def sweep_page(result: dict[str, Any], workloads: Sequence[str] = ()) -> str:
+    """`workloads`: a line per real program the probes ran, what its figures come from."""
     sections = [Section("How the numbers were obtained", items=[
         modes.get(result["mode"]).summary,
         f"{len(result['flips'])} option(s) flipped one at a time from the baseline",
-        f"cost: {result['builds']} build(s), {result['boots']} boot(s), {result['wall_s']:.0f} s wall"])]
+        f"cost: {result['builds']} build(s), {result['boots']} boot(s), {result['wall_s']:.0f} s wall",
+        *workloads])]
     for metric in result["metrics"]:
         about = describe(metric, "")
         unit = display_unit({"name": about.name, "unit": about.unit, "clock": about.clock}, result["mode"])

@@ -5,14 +5,14 @@ part is an ordinary compare report, format and all.
 
 On a screen (terminal.Screen with a width) its tables fit the width as the compare table
 does (table.fit_shape: the Δ's intervals, the cells' spreads, long labels' middles, the
-later variants' values go, in that order, and one line says what went); a file or a pipe
-gets them whole. Units say when a time counts instructions (report.display_unit).
+later variants' values go, in that order, and one line says what went), and its header is
+the short block compare's is (report.short_header), the rest under --verbose; a file or a
+pipe gets them whole. Units say when a time counts instructions (report.display_unit).
 """
 
 from __future__ import annotations
 
 import io
-import re
 from typing import Any
 
 from rich import box
@@ -24,10 +24,23 @@ from rich.table import Table
 from .. import lifecycle
 from ..errors import LabError
 from ..metrics.catalog import describe
-from . import conclusion, display_unit, fmt_cell, fmt_value, kinds, md_table, perdevice, targets
+from . import (
+    clip,
+    conclusion,
+    display_unit,
+    first_fitting,
+    fit_items,
+    fmt_cell,
+    fmt_value,
+    kinds,
+    md_table,
+    perdevice,
+    short_header,
+    targets,
+)
 from .model import NoiseFloor, judge, measured_when
 from .table import FULL_WIDTH, GAP, LABEL_MIN, Shape, fit_shape, left_out, shortened, unavailable
-from .terminal import Screen
+from .terminal import Screen, fold_header, header_pieces
 
 
 def build(result: Any, floor: NoiseFloor) -> dict[str, Any]:
@@ -209,6 +222,50 @@ def header(study: dict[str, Any]) -> list[str]:
     return lines
 
 
+def short_head(study: dict[str, Any], width: int) -> list[str]:
+    """The header a screen shows (header() has it all: --verbose, every file): the study,
+    what a reader must not miss of it as a whole, then how and where it was measured and
+    which runs failed, as compare's short header says them of its arches' reports."""
+    lines = [clip(f"study {study['study']}: {study['title']}", width)]
+    notices = _notices(study)
+    if notices:   # each cut to leave room for the next ones' count: none is lost unsaid
+        room = width - len("attention: ") - len(" and 99 more")
+        lines.append(fit_items("attention: ", [clip(n, room) for n in notices], width))
+    if study["reports"]:
+        lines += short_header(_as_one(study), width, verbose_hint=False)[1:]   # its first: a compare's what
+    caveats = f"{len(study['caveats'])} caveat{'s' if len(study['caveats']) != 1 else ''}, " if study["caveats"] else ""
+    lines.append(first_fitting([f"--verbose: the question, {caveats}how each variant was built and booted, "
+                                "support, the statistics",
+                                f"--verbose: {caveats}how each variant was built and booted, the statistics",
+                                "--verbose: the whole header"], width))
+    return lines
+
+
+def _notices(study: dict[str, Any]) -> list[str]:
+    """What of the study as a whole a reader must not miss, a few words each (header()
+    says each in full): measured so far, a part of the study, changed, failed."""
+    held = study.get("measured_only")
+    out = [f"measured so far: {held['so_far']}"] if held is not None else []
+    if study["left_out"]:
+        form = "the quick form" if study["quick"] else "part of the study"
+        out.append(f"{form}, {len(study['left_out'])} thing{'s' if len(study['left_out']) != 1 else ''} left out")
+    out += [f"changed: {c}" for c in study.get("changed", [])]
+    return out + [f"failed: {f}" for f in study["failures"]]
+
+
+def _as_one(study: dict[str, Any]) -> dict[str, Any]:
+    """The arches' reports as one compare report, for short_header: every variant's runs
+    (named with their arch where there are several), the first report's mode and machine."""
+    reports = study["reports"]
+    several = len(reports) > 1
+
+    def named(name: str, arch: str) -> str:
+        return f"{name} on {arch}" if several else name
+    variants = [{**v, "name": named(v["name"], arch)} for arch, r in reports.items() for v in r["variants"]]
+    runs = {named(n, arch): k for arch, r in reports.items() for n, k in r["runs_per_variant"].items()}
+    return {**next(iter(reports.values())), "variants": variants, "runs_per_variant": runs}
+
+
 def _missing_lines(held: dict[str, Any]) -> list[str]:
     """Each thing a measured-only report lacks, once."""
     lines = [f"{NOT_MEASURED} on {a}: {', '.join(names)}" for a, names in held["variants"].items()]
@@ -348,8 +405,9 @@ def _terminal(study: dict[str, Any], view: kinds.View) -> str:
     shape = _fit(study, screen.width) if screen.width else WHOLE
     width = screen.width or FULL_WIDTH
     console = Console(record=True, width=width, file=io.StringIO())   # renders; never writes stdout
+    fitted = bool(screen.width) and not view.verbose
     with console.capture() as capture:
-        for line in header(study):
+        for line in short_head(study, width) if fitted else header(study):
             _say(console, line, screen)
         for t in study["tables"]:
             rows = section_rows(study, t["metrics"], shape)
@@ -394,7 +452,7 @@ def _table(title: str, head: list[str], rows: list[list[str]], left: int, screen
                   show_edge=not fitted, pad_edge=not fitted)
     for i, col in enumerate(head):
         cells = [row[i] for row in rows]
-        shown = _folded(col, max(map(cell_len, cells), default=0)) if fitted and i else col
+        shown = fold_header(col, max(map(cell_len, cells), default=0)) if fitted and i else col
         table.add_column(escape(shown), justify="left" if i < left else "right", no_wrap=fitted,
                          overflow="ellipsis" if i == 0 else "fold")
     labels = shortened([row[0] for row in rows], label_width)
@@ -403,26 +461,10 @@ def _table(title: str, head: list[str], rows: list[list[str]], left: int, screen
     return table
 
 
-def _pieces(header: str) -> list[str]:
-    """A header's pieces: broken after each hyphen or space ("Δ slow-code" -> "Δ ", "slow-", "code")."""
-    return [p for p in re.findall(r"[^-\s]*[-\s]?", header) if p]
-
-
-def _folded(header: str, width: int) -> str:
-    """`header` in lines as wide as `width` (or its longest piece), so that a long variant
-    name does not widen a column of short figures."""
-    lines = [""]
-    for piece in _pieces(header):
-        if lines[-1] and cell_len((lines[-1] + piece).rstrip()) > width:
-            lines.append("")
-        lines[-1] += piece
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def _width(head: list[str], rows: list[list[str]]) -> tuple[int, int]:
-    """A fitted table's width (each header folded: _folded), and its label column's."""
+    """A fitted table's width (each header folded: fold_header), and its label column's."""
     widths = [max(max((cell_len(cell) for cell in column[1:]), default=0),
-                  max(cell_len(p.rstrip()) for p in _pieces(column[0])) if i else cell_len(column[0]))
+                  max(cell_len(p.rstrip()) for p in header_pieces(column[0])) if i else cell_len(column[0]))
               for i, column in enumerate(zip(head, *rows, strict=True))]
     return sum(widths) + GAP * (len(widths) - 1), widths[0]
 

@@ -1,5 +1,5 @@
 """A sweep's result (experiments/sweep.py, and each sweep of a study) as a kind of result
-(report/kinds.py) and its text; its HTML page is html.sweep_page."""
+(report/kinds.py) and its text; its HTML page is html.sweep_page, with the workloads' provenance."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import modes
 from ..guest import vulnerabilities
+from ..guest.workloads import Provenance
 from ..metrics.catalog import describe
 from . import fmt_value, kinds
 from .attribution import probe_build_s
@@ -15,7 +16,7 @@ from .conclusion import DELTA_LEGEND
 
 
 def sweep_text(r: dict[str, Any]) -> str:
-    lines = [f"sweep over {len(r['flips'])} option(s), {modes.get(r['mode']).summary}"]
+    lines = [f"sweep over {len(r['flips'])} option(s), {modes.get(r['mode']).summary}", *workload_lines(r)]
     for metric in r["metrics"]:
         unit = describe(metric, "").unit
         lines.append(f"\n{metric} ({unit}), baseline {fmt_value(r['baseline'][metric], unit)}; ranked by effect:")
@@ -39,9 +40,15 @@ def sweep_text(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def workload_lines(result: dict[str, Any]) -> list[str]:
+    """One line per workload the result's runs ran: what its metrics' figures come from
+    (a sweep or bisect result written before they said so has none)."""
+    return [Provenance.from_dict(w).line() for w in result.get("workloads", [])]
+
+
 def _html(result: dict[str, Any], view: kinds.View) -> str:
     from . import html  # the charting libraries load only for an HTML page
-    return html.sweep_page(result)
+    return html.sweep_page(result, workload_lines(result))
 
 
 SWEEP = kinds.register(kinds.Kind(

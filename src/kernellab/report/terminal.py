@@ -1,6 +1,7 @@
 """What reaches the terminal: text that came from a report, a console log or the store,
-made printable; standard output, whose reader may go away; and the screen a view is
-fitted to (Screen: its width, and whether it takes colours).
+made printable; standard output, whose reader may go away; the screen a view is fitted
+to (Screen: its width, and whether it takes colours); and a table's header folded to its
+column (fold_header), so that a screen's tables are as narrow as their figures.
 
 A report travels through CI artifacts and a console log is whatever the guest printed:
 an escape sequence in either would, printed raw, retitle the window, hide lines or move
@@ -11,13 +12,16 @@ the cursor over what kernellab said. Every such text goes through `printable` (o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from rich.cells import cell_len
+
 from ..printable import printable
 
-__all__ = ["GuardedOutput", "OutputLost", "Screen", "printable", "printable_tree"]
+__all__ = ["GuardedOutput", "OutputLost", "Screen", "fold_header", "header_pieces", "printable", "printable_tree"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,26 @@ def _is_terminal(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):   # a closed or replaced stream
         return False
+
+
+def header_pieces(header: str) -> list[str]:
+    """A header's pieces: broken after each hyphen or space ("Δ slow-code" -> "Δ ", "slow-",
+    "code"), where it may fold; the widest one is the narrowest its column can be."""
+    return [p for p in re.findall(r"[^-\s]*[-\s]?", header) if p]
+
+
+def fold_header(header: str, width: int) -> str:
+    """`header` in lines as wide as `width` (or its widest piece), folded only between its
+    pieces: every word whole, so that none reads as another ("AES-256-" over "CBC", never
+    "AES-256…"), and a long name does not widen a column of short figures."""
+    pieces = header_pieces(header)
+    width = max(width, *(cell_len(p.rstrip()) for p in pieces)) if pieces else width
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and cell_len((lines[-1] + piece).rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def printable_tree(value: Any) -> Any:

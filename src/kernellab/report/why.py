@@ -1,13 +1,17 @@
 """`kernellab why`'s answer (experiments/why.py) as a kind of result (report/kinds.py): a
-text table, and Markdown in the shape of the 0-day robot's e-mail, for pasting into a
-mail or a bug tracker."""
+text table, Markdown in the shape of the 0-day robot's e-mail, for pasting into a mail or
+a bug tracker, and an HTML page with the split and the bisection of commits charted."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import modes
 from . import fmt_value, kinds
+from .model import BETTER, NO_DIFFERENCE, NOT_COMPARED, WORSE
+
+if TYPE_CHECKING:   # html loads the charting libraries: only for an HTML page
+    from .html import Section, Table
 
 
 def _pct(value: float | None) -> str:
@@ -169,9 +173,331 @@ def _direction(change: float, better: str) -> str:
     return "regression" if (change > 0) == (better == "lower") else "improvement"
 
 
+# -- HTML -----------------------------------------------------------------------------
+
+# The part of the change a culprit of each kind explains (experiments/why.py's chain).
+_PART_OF = {"commit": "code", "toolchain": "toolchain", "option": "configuration", "boot words": "boot words"}
+_REMAINDER, _TOTAL = "remainder", "A -> B"
+_CHART_WIDTH = 640
+# The bisection chart's verdicts, in the words of a step (experiments/probe.py's three):
+# html's marks, worse or better saying which way the kernel moved from A.
+_STEP_LEGEND = {WORSE: "different, worse than A", BETTER: "different, better than A", NO_DIFFERENCE: "same",
+                NOT_COMPARED: "cannot tell (the tooltip says why)"}
+_STEP_WORDS = {"different": "different", "same": "same", "not yet known": "cannot tell"}
+# Table columns of prose (reasons, paths): fixed shares of the page, so that a long word wraps.
+_STEP_WIDTHS = ("5%", "7%", "11%", "27%", "10%", "12%", "28%")
+_PROBE_WIDTHS = ("15%", "8%", "22%", "17%", "6%", "6%", "26%")
+
+
+def _how_measured(r: dict[str, Any]) -> str:
+    mode = modes.get(r["mode"])
+    runs = max((p["runs"] for p in r["probes"]), default=0)
+    threshold = ", ".join(f"{t:g}% ({m})" for m, t in r["thresholds"].items())
+    if mode.deterministic:
+        return (f"{mode.summary}: one run per kernel, every figure exact; a step is different from its reference "
+                f"at a change of {threshold} or more, else the same")
+    return (f"{mode.summary}: up to {runs} run(s) per kernel, each figure a median with its 95% interval; a step is "
+            f"different when its change is significant and at least {threshold}, the same when the interval lies "
+            "within it, else cannot tell (runs are added while more could settle it)")
+
+
+def _html_summary(r: dict[str, Any]) -> list[str]:
+    lines = [f"A: {_variant(r['a'])}", f"B: {_variant(r['b'])}"]
+    lines += [f"{m['metric']} ({m['unit']}, {m['better']} is better): A {fmt_value(m['a'], m['unit'])}, "
+              f"B {fmt_value(m['b'], m['unit'])}: {m['total']:+.4g} {m['unit']} ({_pct(m['total_pct'])}); "
+              + ("; ".join(f"{c['name']} {_share(c['share_pct'])}" for c in m["culprits"]) or "no culprit named")
+              + f"; remainder {_share(m['remainder_pct'])}" for m in r["metrics"]]
+    return lines
+
+
+def _html_how(r: dict[str, Any]) -> list[str]:
+    items = [_how_measured(r)]
+    if r.get("reduced"):
+        items.append("measured reduced onto lab-minimal: see \"Measured reduced\"")
+    if r["not_carried"]:
+        items.append(f"A's configuration on B's source: {len(r['not_carried'])} option(s) do not carry over "
+                     f"(olddefconfig): {'; '.join(r['not_carried'])}")
+    items.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} kernel(s), "
+                 f"{r['wall_s']:.0f} s wall")
+    return items
+
+
+def _culprit_label(c: dict[str, Any]) -> str:
+    """A culprit as a chart row and the table name it: a toolchain's or boot words' name says its kind."""
+    return f"{c['kind']} {c['name']}" if c["kind"] in ("commit", "option") else c["name"]
+
+
+def _split_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The waterfall of the change from A: the parts one after another, then the culprits
+    (in the parts' order, each under its part when the part has no remainder), the
+    remainder, and the whole change from 0; each row from where the one before it ends."""
+    unit = m["unit"]
+    rows: list[dict[str, Any]] = []
+
+    def add(label: str, part: str, level: str, delta: float, share_pct: float | None, start: float,
+            how: str) -> float:
+        rows.append({"label": label, "part": part, "level": level, "start": start, "end": start + delta,
+                     "text": f"{delta:+.4g} {unit}, {_share(share_pct)}", "how": how})
+        return start + delta
+    at = 0.0
+    for p in m["parts"]:
+        at = add(f"the {p['part']} part", p["part"], "part", p["delta"], p["share_pct"], at,
+                 f"{p['verdict']['verdict']} ({p['verdict']['reason']}); {p['how']}")
+    at = 0.0
+    order = [p["part"] for p in m["parts"]]
+    for c in sorted(m["culprits"], key=lambda c: order.index(_PART_OF[c["kind"]]) if _PART_OF[c["kind"]] in order
+                    else len(order)):
+        at = add(_culprit_label(c), _PART_OF[c["kind"]], "culprit", c["share"], c["share_pct"], at,
+                 f"{c['verdict']['verdict']} ({c['verdict']['reason']}); {c['how']}")
+    add("remainder: interactions, changes below the threshold", _REMAINDER, "culprit", m["remainder"],
+        m["remainder_pct"], at, ("within" if m["within_noise"] else "beyond") + " the noise floor")
+    rows.append({"label": f"the change A -> B ({_pct(m['total_pct'])})", "part": _TOTAL, "level": "culprit",
+                 "start": 0.0, "end": m["total"], "text": f"{m['total']:+.4g} {unit}, 100%", "how": ""})
+    return rows
+
+
+def _split_chart(m: dict[str, Any]) -> dict[str, Any]:
+    import altair as alt
+
+    from . import html
+    rows = _split_rows(m)
+    labels = html.row_labels([r["label"] for r in rows], [r["part"] for r in rows])
+    rows = [r | {"row": label} for r, label in zip(rows, labels, strict=True)]
+    data = alt.Data(values=rows)  # type: ignore[no-untyped-call]
+    y = alt.Y("row:N", sort=labels, axis=html.label_axis())
+    parts = list(dict.fromkeys(r["part"] for r in rows))
+    colour = alt.Color("part:N", sort=parts, title="part", legend=alt.Legend(orient="top", labelLimit=0))
+    # A part's bar is paler than its culprits': the culprits' chain reads against it.
+    levels = ["part", "culprit"]
+    opacity = alt.Opacity("level:N", sort=levels, scale=alt.Scale(domain=levels, range=[0.45, 1.0]), legend=None)
+    bars = alt.Chart(data).mark_bar(height={"band": 0.7}).encode(
+        x=alt.X("start:Q", title=f"change from A, {m['unit']}"), x2="end:Q", y=y, color=colour, opacity=opacity,
+        tooltip=[alt.Tooltip("label:N", title="what"), alt.Tooltip("text:N", title="change, share"), "how:N"])
+    zero = alt.Chart(alt.Data(values=[{"start": 0.0}])).mark_rule(  # type: ignore[no-untyped-call]
+        color="#8a8f9c").encode(x="start:Q")
+    figures = alt.Chart(data).mark_text(align="left", dx=10, fontSize=11, color="#1d2330",
+                                        limit=html.TEXT_LIMIT).encode(x=alt.value(html.PLOT_WIDTH), y=y,
+                                                                      text="text:N")
+    spec: dict[str, Any] = alt.layer(zero, bars, figures).properties(
+        width=html.PLOT_WIDTH, height=alt.Step(html.row_step(rows, 1))).to_dict()
+    return spec
+
+
+def _step_rows(m: dict[str, Any], r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each step of the commit bisection: where it probed, what it measured, its verdict."""
+    search = m["commit_search"]
+    commits = r["history"]["commits"]   # a search went over them
+    values = {p["commit"]: p["values"].get(m["metric"]) for p in r["probes"] if p["role"] == "commit"}
+    rows = []
+    for n, s in enumerate(search["steps"], start=1):
+        commit = commits[s["index"]]
+        value = values.get(s["commit"])
+        verdict = s["verdict"]
+        rows.append({"step": n, "at": s["index"], "commit": s["commit"][:12], "subject": commit["subject"],
+                     "author": commit["author"], "value": value,
+                     "shown": "-" if value is None else fmt_value(value, m["unit"]),
+                     "said": "skipped" if verdict is None else _STEP_WORDS.get(verdict["verdict"], verdict["verdict"]),
+                     "verdict": None if verdict is None else _step_kind(verdict["verdict"], value, m),
+                     "why": s["skipped"] if verdict is None else verdict["reason"]})
+    return rows
+
+
+def _step_kind(verdict: str, value: float | None, m: dict[str, Any]) -> str:
+    if verdict == "same":
+        return NO_DIFFERENCE
+    if verdict != "different" or value is None:
+        return NOT_COMPARED
+    return WORSE if _direction(value - m["a"], m["better"]) == "regression" else BETTER
+
+
+def _bisection_chart(m: dict[str, Any], r: dict[str, Any]) -> dict[str, Any] | None:
+    import altair as alt
+
+    from . import html
+    steps = _step_rows(m, r)
+    measured = [s for s in steps if s["verdict"] is not None and s["value"] is not None]
+    if not measured:
+        return None
+    search, unit = m["commit_search"], m["unit"]
+    last = search["candidates"] - 1
+    split = m["a"] + sum(p["delta"] for p in m["parts"] if p["part"] == "code")
+    x = alt.X("at:Q", title="commit on the first-parent line, oldest first (A is -1, B's source the last)",
+              scale=alt.Scale(domain=[-1.5, last + 0.5], nice=False), axis=alt.Axis(tickMinStep=1, format="d"))
+    y = alt.Y("value:Q", title=f"{m['metric']}, {unit}", scale=alt.Scale(zero=False, padding=24))
+    tooltip = ["step:Q", alt.Tooltip("at:Q", title="commit #"), "commit:N", "subject:N", "author:N",
+               alt.Tooltip("shown:N", title=f"value, {unit}"), alt.Tooltip("said:N", title="verdict"), "why:N"]
+    data = alt.Data(values=measured)  # type: ignore[no-untyped-call]
+    points = alt.Chart(data).mark_point(size=90, strokeWidth=1.5, opacity=1).encode(
+        x=x, y=y, **html.verdict_marks(_STEP_LEGEND), tooltip=tooltip)
+    numbers = alt.Chart(data).mark_text(dy=-13, fontSize=11, color="#1d2330").encode(x=x, y=y, text="step:Q")
+    ends = alt.Chart(alt.Data(values=[  # type: ignore[no-untyped-call]
+        {"at": -1, "value": m["a"], "end": "A", "what": f"A: {fmt_value(m['a'], unit)} {unit}"},
+        {"at": last, "value": split, "end": "B",
+         "what": f"B's source, A's configuration: {fmt_value(split, unit)} {unit}"}]))
+    layers = [ends.mark_square(size=70, color="#1d2330").encode(x=x, y=y, tooltip=["what:N"]),
+              ends.mark_text(dy=-13, fontSize=11, fontWeight="bold", color="#1d2330").encode(x=x, y=y, text="end:N"),
+              points, numbers]
+    skipped = [s for s in steps if s["verdict"] is None]
+    if skipped:
+        gaps = alt.Chart(alt.Data(values=skipped))  # type: ignore[no-untyped-call]
+        layers += [gaps.mark_rule(color="#b4b9c5", strokeDash=[4, 3], strokeWidth=2).encode(x=x, tooltip=tooltip),
+                   gaps.mark_text(fontSize=11, color="#5a6275", dx=7).encode(x=x, y=alt.value(9), text="step:Q")]
+    spec: dict[str, Any] = alt.layer(*layers).properties(width=_CHART_WIDTH, height=260).to_dict()
+    return spec
+
+
+def _culprits_table(m: dict[str, Any]) -> Table:
+    from . import html
+    unit = m["unit"]
+    rows = []
+    for n, c in enumerate(m["culprits"], start=1):
+        where = f"{_pct(c['change_pct'])} from {fmt_value(c['from_value'], unit)} {unit}: {c['how']}"
+        verdict = c["verdict"]
+        rows.append(html.Row([
+            html.Cell(str(n), "num"), html.Cell(_culprit_label(c)), html.Cell(_culprit_detail(c)),
+            html.Cell(f"{c['share']:+.4g} {unit}", "num"), html.Cell(_share(c["share_pct"]), "num"),
+            html.Cell(where), html.Cell(f"{verdict['verdict']} ({verdict['reason']})",
+                                        "significant" if verdict["verdict"] == "different" else ""),
+            html.Cell(_confirmation(c, unit))]))
+    rows.append(html.Row([
+        html.Cell(""), html.Cell("remainder: interactions, changes below the threshold"), html.Cell(""),
+        html.Cell(f"{m['remainder']:+.4g} {unit}", "num"), html.Cell(_share(m["remainder_pct"]), "num"),
+        html.Cell(""), html.Cell(("within" if m["within_noise"] else "beyond") + " the noise floor"), html.Cell("")]))
+    return html.Table(["#", "culprit", "author, or what it brings along", "share", "of the change", "where found",
+                       "verdict", "confirmed"], rows, widths=("3%", "19%", "15%", "8%", "6%", "20%", "15%", "14%"))
+
+
+def _culprit_detail(c: dict[str, Any]) -> str:
+    if c["kind"] == "commit":
+        hidden = ", ".join(s["sha"][:12] for s in c.get("suspects") or [])
+        return str(c["commit"]["author"]) + (f"; skipped commits hide it: one of {hidden}" if hidden else "")
+    if c.get("brought_along"):
+        return f"brings along {', '.join(c['brought_along'])}"
+    return "; ".join(c.get("notes") or []) or "-"
+
+
+def _confirmation(c: dict[str, Any], unit: str) -> str:
+    conf = c.get("confirmation") or {}
+    if c["kind"] == "commit" and conf:
+        parent = conf["parent"]
+        said = f"parent {parent['commit'][:12]}: {parent['verdict']['verdict']} as A"
+        if conf.get("revert"):
+            return (f"{said}; {conf['revert_how']}: B moves back {conf.get('moved_back', 0):+.4g} {unit}: "
+                    f"{'yes' if conf['confirmed'] else 'NO'}")
+        return f"{said}; not confirmed by a revert: {conf['revert_how']}"
+    if conf.get("confirmed") is not None:
+        return ("yes" if conf["confirmed"] else "NO") + (f": removed from B, {conf['removed_from_b']:+.4g} {unit}"
+                                                         if conf.get("removed_from_b") is not None else "")
+    return "-"
+
+
+def _parts_table(m: dict[str, Any]) -> Table:
+    from . import html
+    unit = m["unit"]
+    return html.Table(["part", "from -> to", "change", "share", "verdict", "how measured"], [
+        html.Row([html.Cell(p["part"]), html.Cell(f"{p['from']} -> {p['to']}"),
+                  html.Cell(f"{p['delta']:+.4g} {unit}", "num"), html.Cell(_share(p["share_pct"]), "num"),
+                  html.Cell(f"{p['verdict']['verdict']} ({p['verdict']['reason']})"), html.Cell(p["how"])])
+        for p in m["parts"]], "The parts, which add up to the change")
+
+
+def _metric_sections(m: dict[str, Any], r: dict[str, Any]) -> list[Section]:
+    from . import html
+    name, unit = m["metric"], m["unit"]
+    split = html.Section(
+        f"{name}: the split", paragraphs=[
+            f"The change A -> B of {name}, {m['total']:+.4g} {unit} ({_pct(m['total_pct'])}, {m['better']} is "
+            "better), from A: first in the parts that add up to it (paler bars), then in the culprits, each "
+            "under its part, and the remainder no single culprit explains; the last bar is the whole change."],
+        charts=[html.Chart(f"{name}: the change A -> B in parts and culprits", _split_chart(m))],
+        tables=[_parts_table(m)])
+    culprits = html.Section(f"{name}: culprits, largest share first", tables=[_culprits_table(m)],
+                            items=list(m["unsure"]))
+    return [split, culprits, *_search_sections(m, r)]
+
+
+def _search_sections(m: dict[str, Any], r: dict[str, Any]) -> list[Section]:
+    from . import html
+    name, search = m["metric"], m["commit_search"]
+    sections: list[Section] = []
+    if search and search.get("searched"):
+        steps = _step_rows(m, r)
+        section = html.Section(f"{name}: the bisection of commits", paragraphs=[
+            f"{search['candidates']} commit(s) on the first-parent line between A and B, bisected with A's "
+            f"configuration held fixed: {len(steps)} probe(s), {search['builds']} build(s) (bound "
+            f"{search['max_builds']}). Each probe is drawn at its commit with the value it measured, numbered in "
+            "the order the bisection took them; its verdict against the search's reference (A, or the last "
+            "commit found like it): different, same or cannot tell. A commit that does not build or boot is "
+            "skipped, as git bisect skip does (grey dashed line)."])
+        chart = _bisection_chart(m, r)
+        if chart:
+            section.charts.append(html.Chart(f"{name}: the bisection, step by step", chart))
+        section.tables.append(html.Table(["step", "commit #", "commit", "subject", f"value, {m['unit']}",
+                                          "verdict", "why"], [
+            html.Row([html.Cell(str(s["step"]), "num"), html.Cell(str(s["at"]), "num"), html.Cell(s["commit"]),
+                      html.Cell(s["subject"]), html.Cell(s["shown"], "num"),
+                      html.Cell(s["said"], "muted" if s["verdict"] is None else ""), html.Cell(s["why"])])
+            for s in steps], "The steps", widths=_STEP_WIDTHS))
+        section.items = [f"skipped {s['sha'][:12]} \"{s['subject']}\" ({s['author']})" for s in search["skipped"]]
+        sections.append(section)
+    elif search:
+        sections.append(html.Section(f"{name}: the bisection of commits", paragraphs=[search["why"]]))
+    options = m["option_search"]
+    if options:
+        sections.append(html.Section(f"{name}: the bisection of options", paragraphs=[
+            f"{options['candidates']} differing option(s) bisected on the configuration step, "
+            f"{options['builds']} build(s)"], tables=[html.Table(["probe", "options", f"value, {m['unit']}", "runs"], [
+                html.Row([html.Cell(p["label"]), html.Cell(str(p["options"]), "num"),
+                          html.Cell("-" if p.get("value") is None else fmt_value(p["value"], m["unit"]), "num"),
+                          html.Cell(str(p["runs"]), "num")]) for p in options["probes"]], "Its probes")]))
+    return sections
+
+
+def _probes_section(r: dict[str, Any]) -> Section:
+    from . import html
+    subjects = {c["sha"]: c["subject"] for c in (r["history"] or {}).get("commits", [])}
+    rows = []
+    for p in r["probes"]:
+        values = ", ".join(f"{k} {v:.4g}" for k, v in p["values"].items())
+        build = (f"skipped: {p['skipped']}" if p["skipped"] else
+                 f"built in {p['build_s']:.0f} s" if p["built"] else "build reused")
+        commit = f"{p['commit'][:12]} {subjects.get(p['commit'], '')}".strip() if p["commit"] else p["source"]
+        rows.append(html.Row([html.Cell(p["label"]), html.Cell(p["role"]), html.Cell(commit), html.Cell(values),
+                              html.Cell(str(p["boots"]), "num"), html.Cell(str(p["runs"]), "num"),
+                              html.Cell(build + (f"; not carried: {'; '.join(p['not_carried'])}"
+                                                 if p["not_carried"] else ""),
+                                        "failed" if p["skipped"] else "")]))
+    return html.Section("Probes: every kernel built and booted", tables=[html.Table(
+        ["kernel", "role", "commit or source", "values", "boots", "runs", "build"], rows, widths=_PROBE_WIDTHS)])
+
+
+def _reduced_section(red: dict[str, Any]) -> Section:
+    from . import html
+    left_out = html.Table(["menu", "options left out", "which"], [
+        html.Row([html.Cell(g["menu"]), html.Cell(str(g["count"]), "num"), html.Cell(", ".join(g["options"]))])
+        for g in red["left_out"]], f"Left out: {red['left_out_why']}", widths=("25%", "10%", "65%"))
+    return html.Section("Measured reduced", items=_reduced(red) + [f"kept: {k}" for k in red["kept"]],
+                        tables=[left_out])
+
+
+def why_html(r: dict[str, Any], view: kinds.View) -> str:
+    from . import html  # the charting libraries load only for an HTML page
+
+    sections = [html.Section("Summary", summary=_html_summary(r)),
+                html.Section("How the numbers were obtained", items=_html_how(r))]
+    if r.get("reduced"):
+        sections.append(_reduced_section(r["reduced"]))
+    for m in r["metrics"]:
+        sections += _metric_sections(m, r)
+    sections += [_probes_section(r), html.Section("The text report", text=why_text(r))]
+    return html.page(f"kernellab why: {', '.join(m['metric'] for m in r['metrics'])}",
+                     f"A {r['a']['name']} -> B {r['b']['name']}", sections, modes.get(r["mode"]).summary)
+
+
 WHY = kinds.register(kinds.Kind(
     name="why", tag="kernellab-why", what="`why`'s answer", version=1, readable=(1,),
     schema="why-schema.json", rewrite="write it again with `kernellab why A B --metric M --format json` (its builds "
                                       "and runs are in the store)",
-    renderers={"table": lambda result, view: why_text(result), "markdown": lambda result, view: why_markdown(result)},
-    formats=("table", "json", "markdown")))
+    renderers={"table": lambda result, view: why_text(result), "markdown": lambda result, view: why_markdown(result),
+               "html": why_html},
+    formats=("table", "json", "markdown", "html")))
