@@ -4,6 +4,7 @@ every figure is labelled. The ssh target against a real ssh server and kexec are
 test_ssh_target.py."""
 
 import dataclasses
+import hashlib
 import json
 import os
 import stat
@@ -20,7 +21,7 @@ from kernellab.experiments.placement import Placement, TargetOptions
 from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.report.model import VariantRecord, build_report, samples
 from kernellab.store import Store
-from kernellab.targets import accel
+from kernellab.targets import accel, running
 from kernellab.targets.kexec import KexecTarget
 from kernellab.targets.running import LOG_METRICS, RunningTarget, agent_options
 from kernellab.targets.shell import LocalShell, Result, SshShell, parse_ssh_url
@@ -101,7 +102,8 @@ def test_local_target_block_io_runs_on_a_file_in_the_named_directory(tmp_path):
     assert list(block_dir.iterdir()) == []  # the scratch file is gone
 
 
-def test_an_unreadable_kernel_log_says_needs_root(tmp_path):
+def test_an_unreadable_kernel_log_says_needs_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(running, "AGENT_DIR", str(tmp_path / "remote"))   # not this machine's /tmp/kernellab
     shell = ScriptedShell({"dmesg": Result(1, b"", "dmesg: read kernel buffer failed: Operation not permitted")})
     real = RunningTarget(LocalShell(), "local").facts
     real.values.update(uid="1000", dmesg_restrict="1")
@@ -112,7 +114,7 @@ def test_an_unreadable_kernel_log_says_needs_root(tmp_path):
     assert not any(line.replayed for line in lines)
     assert console.unavailable() == {m: "the kernel log: needs root (kernel.dmesg_restrict=1)" for m in LOG_METRICS}
     assert any(line.text.startswith("@KL ") and "t=end" in line.text for line in lines)
-    assert any("/tmp/kernellab/agent-" in s for s in shell.scripts)  # copied as to a remote machine
+    assert [p.name.startswith("agent-") for p in (tmp_path / "remote").iterdir()] == [True]   # copied, as to a remote
 
 
 def labfakes_agent() -> Path:
@@ -194,8 +196,8 @@ DRIVERS = Result(0, b"net:eth0 virtio_net\nnet:eth0 virtio-pci\nfs:/ rootfs\n", 
 MODULES = {"virtio_net": "CONFIG_VIRTIO_NET", "virtio_pci": "CONFIG_VIRTIO_PCI"}
 
 
-def kexec_target(**facts) -> KexecTarget:
-    machine = RunningTarget(ScriptedShell({"SSH_CONNECTION": DRIVERS}), "ssh")
+def kexec_target(shell: ScriptedShell | None = None, **facts) -> KexecTarget:
+    machine = RunningTarget(shell or ScriptedShell({"SSH_CONNECTION": DRIVERS}), "ssh")
     machine.facts = dataclasses.replace(RunningTarget(LocalShell(), "local").facts)
     machine.facts.values.update({"kexec": "/sbin/kexec", "kexec_load_disabled": "0", "lockdown": "", "uid": "0",
                                  **facts})
@@ -209,6 +211,40 @@ def test_a_variant_must_keep_the_drivers_ssh_needs():
         target.check_variant("lean", {"CONFIG_VIRTIO_PCI": "y"}, MODULES)
     with pytest.raises(LabError, match="CONFIG_VIRTIO_PCI=m .*copies no modules"):
         target.check_variant("mod", {"CONFIG_VIRTIO_NET": "y", "CONFIG_VIRTIO_PCI": "m"}, MODULES)
+
+
+class LoadingShell(ScriptedShell):
+    """A remote where `kexec -l`, its initramfs and the detached `kexec -e` are answered
+    (nothing is loaded or started here); it lists AGENT_DIR as the load found it."""
+
+    def __init__(self, remote: Path, load: Result):
+        super().__init__({"kexec -l": load, "/boot/initrd.img-": Result(0, b"\n", ""), "setsid": Result(0, b"", "")})
+        self.remote, self.at_load = remote, None
+
+    def run(self, script, stdin=None, timeout_s=60.0):
+        if "kexec -l" in script:
+            self.at_load = sorted(p.name for p in self.remote.iterdir())
+        return super().run(script, stdin, timeout_s)
+
+
+@pytest.mark.parametrize("load", [Result(0, b"", ""), Result(1, b"", "kexec_load failed: Invalid argument")])
+def test_a_kexecd_kernels_copy_is_removed_once_loaded(tmp_path, monkeypatch, load):
+    """The kernel is on the remote for `kexec -l` only: loaded (or refused), its copy goes, so
+    that kernels do not pile up in /tmp/kernellab on the user's machine."""
+    remote = tmp_path / "remote"
+    monkeypatch.setattr(running, "AGENT_DIR", str(remote))
+    kernel = tmp_path / "bzImage"
+    kernel.write_bytes(b"a variant's kernel")
+    shell = LoadingShell(remote, load)
+    target = kexec_target(shell, systemd="no")
+    target.come_back_s = 0.2   # this machine's boot id never changes: "still runs its default kernel"
+    if load.code == 0:
+        assert "still runs its default kernel" in target.boot(kernel, [])
+    else:
+        with pytest.raises(LabError, match="kexec -l on ssh://scripted failed: kexec_load failed"):
+            target.boot(kernel, [])
+    assert shell.at_load == [f"kernel-{hashlib.sha256(kernel.read_bytes()).hexdigest()[:16]}"]
+    assert list(remote.iterdir()) == []
 
 
 @pytest.mark.parametrize("facts,says", [

@@ -6,6 +6,7 @@ package. Here a shell of this machine poses as a remote one (it is not `here`, s
 copied) and runs the real agent; the ssh guest's test is in test_ssh_target.py."""
 
 import dataclasses
+import os
 import shlex
 import stat
 from pathlib import Path
@@ -177,3 +178,44 @@ def test_a_machines_facts_name_its_distribution(tmp_path):
     facts = RunningTarget(LocalShell(), "local").facts
     assert facts["os_id"] == fields["ID"].strip('"')
     assert facts.details()["os"] == fields["PRETTY_NAME"].strip('"')
+
+
+def test_a_command_removes_older_copies_of_what_it_uses_and_nothing_else(tmp_path, remote):
+    """Copies do not pile up on the user's machine: a second command with a new agent and
+    new workloads leaves only its own copies; files whose names kernellab never writes stay,
+    whatever they hold, and a name is never shell text."""
+    remote.mkdir()
+    others = ["agent-notours", "notes.txt", "agent-0123456789abcdeg", "agent-0123456789abcdef0",
+              "Agent-0123456789abcdef", "agent-0123456789ABCDEF", f"agent-{HOSTILE.strip()}",
+              "kernels-0123456789abcdef"]
+    for name in others:
+        (remote / name).write_text("the user's\n")
+    (remote / "workloads-notours").mkdir()
+
+    def command(agent: bytes, workloads: bytes) -> tuple[str, str]:
+        """One command's copies (a RunningTarget lives for one command): the agent's path there, its
+        workloads file's. Each then ages by a minute, as a command run earlier."""
+        (tmp_path / "agent").write_bytes(agent)
+        target = RunningTarget(PosingShell(), "ssh://posing")
+        options = AgentOptions({"KL_WORKLOADS": str(bundle(tmp_path, workloads, {"prog": b"#!/bin/sh\n"}))}, 32, [])
+        paths = target.copy(tmp_path / "agent", "agent"), target.place_workloads(options).env["KL_WORKLOADS"]
+        for entry in remote.iterdir():
+            os.utime(entry, (entry.stat().st_mtime - 60,) * 2)
+        return paths
+
+    first = command(b"agent one", b"kernellab-workloads 2\0one")
+    second = command(b"agent two", b"kernellab-workloads 2\0two")
+    assert Path(first[0]).exists() is False and Path(first[1]).parent.exists() is False
+    assert Path(second[0]).read_bytes() == b"agent two" and Path(second[1]).read_bytes().endswith(b"two")
+    assert sorted(p.name for p in remote.iterdir()) == sorted(
+        [*others, "workloads-notours", Path(second[0]).name, Path(second[1]).parent.name])
+    assert all((remote / name).read_text() == "the user's\n" for name in others)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(PWNED)) == []
+
+    # Within one command, a copy it used is never removed: a third agent keeps the second's.
+    target = RunningTarget(PosingShell(), "ssh://posing")
+    (tmp_path / "agent").write_bytes(b"agent two")
+    assert target.copy(tmp_path / "agent", "agent") == second[0]
+    (tmp_path / "agent").write_bytes(b"agent three")
+    third = target.copy(tmp_path / "agent", "agent")
+    assert Path(second[0]).exists() and Path(third).exists()

@@ -122,3 +122,28 @@ def test_a_differing_option_the_reduction_cannot_hold_is_reported_with_why(distr
     assert (lost["option"], lost["side"], lost["wanted"], lost["got"]) == ("CONFIG_FAKE_LAYOUT_2", "B", "y", "n")
     assert lost["needs"]
     assert not any(k.startswith("CONFIG_FAKE_LAYOUT_2:") for k in reduced["kept"])
+
+
+def test_what_a_differing_option_needs_is_kept_too_and_said(lab, capsys, monkeypatch):
+    """B sets FAKE_NEEDS_BASE, which depends on FAKE_BASE: both configurations set FAKE_BASE
+    (so it is not an option in which they differ), outside the reduction's menus, and
+    lab-minimal leaves it unset. The reduction keeps it because the differing option needs
+    it, and says so; without that step FAKE_NEEDS_BASE would not hold on B's reduction.
+    (B is also FAKE_SLOW: a change for `why` to explain.)"""
+    from kernellab.experiments import why
+
+    monkeypatch.setattr(reduce, "DISTRIBUTION_OPTIONS", 20)
+    a, b = lab.tmp / "vendor.config", lab.tmp / "tuned.config"
+    a.write_text(SHARED + "CONFIG_FAKE_BASE=y\n")
+    b.write_text(SHARED + "CONFIG_FAKE_BASE=y\nCONFIG_FAKE_NEEDS_BASE=y\nCONFIG_FAKE_SLOW=y\n")
+    reduced = why_json(lab, capsys, f"a={a}", f"b={b}")["reduced"]
+    assert reduced["needed"] == ["CONFIG_FAKE_BASE"]
+    assert {k.split(":")[0] for k in reduced["kept"]} == {"CONFIG_FAKE_NEEDS_BASE", "CONFIG_FAKE_SLOW"}
+    assert reduced["not_kept"] == []
+    assert "CONFIG_FAKE_BASE=y" in Path(reduced["configs"]["B"]).read_text()
+
+    # The step this proves: with no rounds of it, the option is reported not kept, with why.
+    monkeypatch.setattr(why, "NEED_ROUNDS", 0)
+    again = why_json(lab, capsys, f"a={a}", f"b={b}")["reduced"]
+    assert again["needed"] == [] and [n["option"] for n in again["not_kept"]] == ["CONFIG_FAKE_NEEDS_BASE"]
+    assert "FAKE_BASE" in again["not_kept"][0]["needs"]

@@ -27,7 +27,7 @@ from kernellab.guest.records import InvalidRecord, frame, parse
 from kernellab.metrics import catalog
 from kernellab.store import SCHEMA_VERSION, Store
 from kernellab.targets import TargetOptions
-from kernellab.workloads import resolve
+from kernellab.workloads import Server, resolve
 from workloadfiles import workload_file
 
 SCHEMA = Path(__file__).parent.parent / "src/kernellab/report/schema.json"
@@ -173,7 +173,7 @@ def test_a_server_ready_when_its_port_answers(lab, capsys, tmp_path):
 
 
 def test_each_server_failure_is_the_workloads_reason_and_the_rest_is_kept(lab, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(guest_workloads, "SERVER_GRACE_S", 0.3)
+    monkeypatch.setattr(Server, "stop_grace_s", 0.3)
     value = 'echo "value: 1"'
     files = {
         "early": workload_file(tmp_path, "early", value, server=SERVER, serve="echo oops; exit 4"),
@@ -324,7 +324,7 @@ def test_the_agents_file_carries_the_server_and_how_it_is_ready():
     start = words.index(b"redis-server")
     assert words[start - 1] == b"11"    # its argv's length, "" for --save among them
     assert words[start + 11:start + 16] == [b"line", b"Ready to accept connections", b"30000", b"TERM",
-                                            str(round(guest_workloads.SERVER_GRACE_S * 1000)).encode()]
+                                            str(round(Server.stop_grace_s * 1000)).encode()]
     start = len(words) - 1 - words[::-1].index(b"nginx")   # the server's argv[0], after its label and files
     assert words[start + 7:start + 10] == [b"port", b"8080", b"30000"]
 

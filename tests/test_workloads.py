@@ -13,6 +13,7 @@ import pytest
 
 from kernellab import workloads
 from kernellab.errors import LabError
+from kernellab.experiments.lab import RunOptions
 from kernellab.workloads import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,6 +143,20 @@ def test_a_server_and_its_files_get_the_workdir():
     assert inst.server_argv("/w") == ["nginx", "-p", "/w/", "-c", "nginx.conf", "-e", "stderr"]
     assert "root /w;" in inst.files("/w")["nginx.conf"]
     assert workloads.resolve("fio").server_argv("/w") is None
+
+
+def test_a_runs_time_limit_counts_each_servers_grace_to_stop(tmp_path):
+    """A server is stopped after its client, with a grace beyond the run's timeout (which
+    already bounds its readiness wait): a run must not be killed as hung in that grace."""
+    served = MINIMAL.replace('name = "tiny"', 'name = "served"') + (
+        '\n[server]\ncommand = ["tinyd"]\nready_port = 9000\nready_timeout_s = 20\n')
+    plain = workloads.resolve(str(write(tmp_path, MINIMAL)))
+    server = workloads.resolve(str(write(tmp_path, served, "served.toml")))
+    grace = workloads.Server.stop_grace_s
+    assert grace == 5.0
+    assert plain.workload.longest_s() == 10
+    assert server.workload.longest_s() == 10 + grace
+    assert RunOptions(workloads=(plain, server)).workload_timeout_s() == 10 + 10 + grace
 
 
 def test_parameter_values_are_literal_in_a_regex(tmp_path):

@@ -206,7 +206,7 @@ class RunOptions:
 
     def workload_timeout_s(self) -> float:
         """The guest time the workloads may take at most, beyond the agent's own."""
-        return sum(i.workload.run.timeout_s for i in self.workloads)
+        return sum(i.workload.longest_s() for i in self.workloads)
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]

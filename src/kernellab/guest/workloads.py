@@ -44,8 +44,6 @@ WORKDIR = "{workdir}"   # the agent fills it in
 LOG_KIND = "workload"   # the run's log of each workload's raw output: kind "workload LABEL"
 # errno values the agent reports for a program that could not start.
 _ENOENT, _EACCES, _ENOEXEC = 2, 13, 8
-# How long a server is given to stop after its stop signal before SIGKILL (guest time).
-SERVER_GRACE_S = 5.0
 # What a run's log puts between the client's output and its server's.
 SERVER_LOG_HEADING = "--- the server's output ({program}) ---\n"
 # The agent matches a ready_line with POSIX extended regular expressions (regcomp): Python's
@@ -204,7 +202,7 @@ def _server_words(inst: Instance) -> list[str]:
         return ["0"]
     ready = ["line", server.ready_line] if server.ready_line else ["port", str(server.ready_port)]
     return [str(len(argv)), *argv, *ready, str(max(1, round(server.ready_timeout_s * 1000))),
-            server.stop_signal, str(round(SERVER_GRACE_S * 1000))]
+            server.stop_signal, str(round(server.stop_grace_s * 1000))]
 
 
 def binaries(instances: Sequence[Instance]) -> dict[str, Path]:

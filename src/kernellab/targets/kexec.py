@@ -3,8 +3,9 @@ machine to its default kernel.
 
 Safety rules, each enforced here:
 - never touch the bootloader or /boot: the kernel goes to /tmp/kernellab, `kexec -l`
-  loads it with the running kernel's command line and initramfs, and a reboot returns
-  the machine to whatever its bootloader starts;
+  loads it with the running kernel's command line and initramfs (the machine's own, in
+  /boot, only read), the copy is removed once loaded, and a reboot returns the machine to
+  whatever its bootloader starts;
 - refuse where kexec is disabled (kernel.kexec_load_disabled, lockdown) or missing;
 - a variant must keep what ssh needs (the network driver of the route back to us and the
   root file system's): checked on the variant's config before anything starts;
@@ -181,10 +182,13 @@ class KexecTarget:
         failed (after a power cycle)."""
         self.refuse_unless_kexec_works()
         shell, where = self.machine.shell, self.machine.shell.where
-        path = self.machine.copy(kernel, "kernel")
-        initrd = shell.run(script(INITRD_SCRIPT)).text.strip()
         marker = f"kernellab.boot={secrets.token_hex(6)}"
-        loaded = shell.run(script(LOAD_SCRIPT, path, initrd, *words, marker), timeout_s=120)
+        path = self.machine.copy(kernel, "kernel")
+        try:
+            initrd = shell.run(script(INITRD_SCRIPT)).text.strip()
+            loaded = shell.run(script(LOAD_SCRIPT, path, initrd, *words, marker), timeout_s=120)
+        finally:
+            self.machine.remove(path)   # in the kernel's memory once loaded: the file is needed no more
         if loaded.code != 0:
             raise LabError(f"kexec -l on {where} failed: {loaded.stderr.strip()[-300:] or f'exit {loaded.code}'}")
         before = self._boot_id()

@@ -8,6 +8,20 @@ agent's output as it arrives. Time is the machine's own: wall mode only.
 
 Block I/O metrics run only on a file in a directory the user names (`--block-dir`), never
 on a device.
+
+On a remote machine the agent, the workloads file (with the user's programs) and, for
+targets.kexec, the kernel are copied under AGENT_DIR, each named KIND-HEX16 by its content
+and sent only when not there already. So that copies do not pile up on a machine that is
+the user's own (each new agent build is megabytes), a command removes, at its first use of
+a kind, the other copies of that kind last used before the one it uses (touched first):
+what stays is what the latest command used. At the first use rather than at the end of a
+command, because a command that is interrupted or loses its ssh link never reaches its
+end; and no larger set is kept, because a copy is sent again in seconds when needed. The
+kernel's copy is removed as soon as `kexec -l` has loaded it (targets.kexec): a kexec'd or
+rebooted machine mostly clears /tmp anyway, so keeping it saved no resend. A name that is
+not KIND-HEX16 of a kind kernellab writes is never removed. A command measuring the same
+machine at the same time with another agent loses its copy, which its next run sends again
+(the agent running from it is not disturbed).
 """
 
 from __future__ import annotations
@@ -45,6 +59,24 @@ MAX_BLOCK_MB = 65536     # the agent's own limit (agent/main.c)
 COPY_SCRIPT = r"""mkdir -p "$2" && cat > "$1.tmp" && chmod 755 "$1.tmp" && mv "$1.tmp" "$1"
 """
 EXISTS_SCRIPT = 'test -e "$1"'
+# The kinds of copy kernellab writes under AGENT_DIR, each named KIND-HEX16 (`_name`).
+COPY_KINDS = ("agent", "kernel", "workloads")
+# In the directory "$1", touches the copy "$2" (one kernellab uses now) and removes the
+# other copies of kind "$3" that are older: only names of the pattern kernellab writes
+# (KIND-HEX16, its digits listed: a range may take in capitals in some locales), never one
+# that is not its own; nothing when "$2" is not there.
+PRUNE_SCRIPT = r"""dir=$1 keep=$2 kind=$3
+[ -e "$dir/$keep" ] || exit 0
+touch -c "$dir/$keep"
+for old in "$dir/$kind"-*; do
+  name=${old##*/}
+  case "$name" in "$keep" | "$kind"-*[!0123456789abcdef]*) continue ;; esac
+  [ "${#name}" -eq $((${#kind} + 17)) ] || continue
+  if [ "$old" -ot "$dir/$keep" ]; then rm -rf -- "$old"; fi
+done
+exit 0
+"""
+REMOVE_SCRIPT = 'rm -f -- "$1"'
 KILL_SCRIPT = 'kill "$1" 2>/dev/null'
 AFTER_SCRIPT = "cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v"
 
@@ -104,6 +136,12 @@ def agent_options(cmdline: str, kernel_booted: bool) -> AgentOptions:
 _AGENT_OPTION = re.compile(r"KL_[A-Za-z0-9_]+")
 
 
+def _name(kind: str, hexdigest: str) -> str:
+    """A copy's file name under AGENT_DIR: the only names PRUNE_SCRIPT ever removes."""
+    assert kind in COPY_KINDS, kind
+    return f"{kind}-{hexdigest[:16]}"
+
+
 CAPABILITIES = Capabilities(boots_kernels=False, measures_running=True, deterministic=False, agent="program",
                             scratch_dir=True)
 
@@ -129,6 +167,7 @@ class RunningTarget:
         self.shell, self.name = shell, name
         self.asked_arch, self.block_dir = arch, block_dir
         self.capabilities = CAPABILITIES
+        self._pruned: set[str] = set()   # the kinds of copy whose older copies this command removed
 
     @cached_property
     def facts(self) -> Facts:
@@ -168,21 +207,39 @@ class RunningTarget:
         digest = hashlib.sha256()
         for name, data in contents:
             digest.update(f"{name}\0{len(data)}\0".encode() + data)
-        directory = f"{AGENT_DIR}/workloads-{digest.hexdigest()[:16]}"
-        if self._exists(f"{directory}/{WORKLOADS_FILE}"):
-            return f"{directory}/{WORKLOADS_FILE}"
-        for name, data in contents:
-            self._send(data, f"{directory}/{name}", "workloads")
+        name = _name("workloads", digest.hexdigest())
+        directory = f"{AGENT_DIR}/{name}"
+        if not self._exists(f"{directory}/{WORKLOADS_FILE}"):
+            for file, data in contents:
+                self._send(data, f"{directory}/{file}", "workloads")
+        self._prune("workloads", name)
         return f"{directory}/{WORKLOADS_FILE}"
 
     def copy(self, local: Path, kind: str) -> str:
         """`local` on the machine, named by its content under AGENT_DIR: sent only when it is
         not there already, and renamed into place, so that no reader sees half a file."""
         data = local.read_bytes()
-        path = f"{AGENT_DIR}/{kind}-{hashlib.sha256(data).hexdigest()[:16]}"
+        name = _name(kind, hashlib.sha256(data).hexdigest())
+        path = f"{AGENT_DIR}/{name}"
         if not self._exists(path):
             self._send(data, path, kind)
+        self._prune(kind, name)
         return path
+
+    def remove(self, path: str) -> None:
+        """A copy of `copy` that is needed no more (a kernel kexec has loaded). Failing to
+        reach the machine here is not the run's failure: the next command's pruning clears it."""
+        try:
+            self.shell.run(script(REMOVE_SCRIPT, path))
+        except LabError:
+            pass
+
+    def _prune(self, kind: str, keep: str) -> None:
+        """Once a command: the copies of `kind` older than `keep`, the one it uses, removed."""
+        if kind in self._pruned:
+            return
+        self._pruned.add(kind)
+        self.shell.run(script(PRUNE_SCRIPT, AGENT_DIR, keep, kind))
 
     def _exists(self, path: str) -> bool:
         return self.shell.run(script(EXISTS_SCRIPT, path)).code == 0

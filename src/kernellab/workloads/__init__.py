@@ -22,7 +22,7 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import ClassVar, Literal
 
 from .. import datafile, modes
 from ..errors import LabError, did_you_mean
@@ -92,6 +92,10 @@ class Server:
     ready_line: str = ""                 # ready when a line of its output matches this regular expression
     ready_timeout_s: float = 30.0
     stop_signal: Literal["TERM", "INT", "QUIT"] = "TERM"
+    # How long it is given to stop after its stop signal before SIGKILL (guest time): the
+    # agent's file carries it (guest.workloads), and a run's time limit counts it. Not a key
+    # of the file: the same for every server.
+    stop_grace_s: ClassVar[float] = 5.0
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -219,6 +223,12 @@ class Workload:
             absolute = used.startswith("/") and ".." not in used.split("/")
             if not (plain or absolute) or "\0" in used:
                 raise ValueError(f"uses: {used!r} is neither a program's name nor an absolute path without '..'")
+
+    def longest_s(self) -> float:
+        """The guest time a run of it may take at most: its timeout, which bounds the
+        server's start (its readiness wait) and the client together (agent/workload.c), then
+        its server's grace to stop, which begins only once the client has ended."""
+        return self.run.timeout_s + (self.server.stop_grace_s if self.server else 0.0)
 
     def _check_run(self) -> None:
         amount = self.run.iterations or self.run.duration
