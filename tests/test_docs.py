@@ -110,6 +110,16 @@ def test_the_command_reference_is_generated_from_the_parser():
         "`.venv/bin/python scripts/gen_commands.py` and commit the result")
 
 
+def test_the_command_reference_does_not_depend_on_the_order_kinds_were_imported_in():
+    """A process that imported some kinds of result first (a test run does) renders the same
+    reference: `show`'s kinds and formats are listed in one order."""
+    script = ("import kernellab.report.why, kernellab.report.track, kernellab.report.sweep, sys, runpy; "
+              "sys.argv = ['gen_commands.py', '--check']; "
+              f"runpy.run_path({str(ROOT / 'scripts' / 'gen_commands.py')!r}, run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_the_command_reference_names_every_command():
     from kernellab.cli import parser
     text = (DOCS / "commands.md").read_text()

@@ -111,8 +111,10 @@ def _load() -> None:
 
 
 def kinds() -> list[Kind]:
+    """Every kind, by name: the order a process imported their modules in (a test run's,
+    a plugin's) must not change a help text or a message."""
     _load()
-    return list(_KINDS.values())
+    return sorted(_KINDS.values(), key=lambda k: k.name)
 
 
 def get(name: str) -> Kind:
