@@ -12,7 +12,6 @@ for the same agent: mtimes and inode numbers are fixed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -67,7 +66,7 @@ def agent_initramfs(init_binary: Path, modules: Sequence[tuple[str, bytes]] = ()
         tmp = _private_tmp(target)
         tmp.write_bytes(build_cpio(files))
         tmp.replace(target)
-    return mark_used(target)
+    return paths.mark_used(target)
 
 
 def with_segments(initrd: Path, segments: Sequence[Path]) -> Path:
@@ -86,15 +85,7 @@ def with_segments(initrd: Path, segments: Sequence[Path]) -> Path:
                 data = part.read_bytes()
                 out.write(data + b"\0" * (-len(data) % 4))
         tmp.replace(target)
-    return mark_used(target)
-
-
-def mark_used(entry: Path) -> Path:
-    """`entry` of the cache, its modification time made now: `kernellab cache` tells when an
-    entry was last built or used by it (and prunes by it)."""
-    with contextlib.suppress(OSError):   # a cache entry another user owns: still used, only not dated
-        os.utime(entry)
-    return entry
+    return paths.mark_used(target)
 
 
 def init_of(archive: Path) -> bytes | None:

@@ -169,3 +169,11 @@ def alone() -> Iterator[None]:
         fcntl.flock(handle, fcntl.LOCK_SH if _in_use else fcntl.LOCK_UN)
         if not _in_use:
             handle.close()
+
+
+def mark_used(entry: Path) -> Path:
+    """`entry` of the cache, its modification time made now: `kernellab cache` tells when an
+    entry was last built or used by it (and prunes by it)."""
+    with contextlib.suppress(OSError):   # a cache entry another user owns: still used, only not dated
+        os.utime(entry)
+    return entry

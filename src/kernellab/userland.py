@@ -48,7 +48,7 @@ from . import apt, elfsize, paths
 from .arches import ArchProfile
 from .errors import LabError
 from .guest.workloads import Packages
-from .initramfs import build_cpio, mark_used
+from .initramfs import build_cpio
 from .workloads import Instance
 
 # Arch profile -> (Debian architecture, its multiarch triplet: where its libraries are).
@@ -204,8 +204,8 @@ def _remembered(path: Path) -> Userland | None:
         return None   # none yet, damaged, or remembered before it named the programs' packages: assembled again
     if not found.segment.is_file():
         return None
-    mark_used(path)
-    mark_used(found.segment)
+    paths.mark_used(path)
+    paths.mark_used(found.segment)
     return found
 
 

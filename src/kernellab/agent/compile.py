@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import subprocess
@@ -47,10 +46,7 @@ def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
     files = sources()
     binary = paths.cache_dir("agent") / f"agent-{arch_id}-{cache_key(version, files)}"
     if binary.exists():
-        # Dated as used: `kernellab cache` tells when an entry was last built or used by it.
-        with contextlib.suppress(OSError):   # one another user owns: still used, only not dated
-            os.utime(binary)
-        return binary
+        return paths.mark_used(binary)
 
     # Compile beside the target and rename, so a reader never sees half a binary.
     # One static binary from all the .c files; the headers are found beside them.
