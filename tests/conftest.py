@@ -18,7 +18,7 @@ from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fak
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
-from prefetch import FOR, Prefetch
+from prefetch import FOR, Prefetch, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -48,42 +48,94 @@ def kernellab(*args, store_path, timeout=900):
 
 # The x86_64 integration tests share one build tree, where a variant a few objects away
 # from the last build costs seconds and one that flips an option in widely included
-# headers costs most of a cold build, also on the way back. The ssh tests' guest kernel
-# (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last, so
-# that the other tests' variants stay incremental builds of lab-minimal. The attribution
+# headers costs most of a cold build, also on the way back. They run in one process, in
+# this order: with the README's `-n 2 --dist loadgroup`, one pytest-xdist group (the
+# x86_64 tree's build chain on one worker, handed out first; every other file's tests on
+# the other as it frees up, and on both once the chain is done). The ssh tests' guest kernel
+# (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last,
+# so that the other tests' variants stay incremental builds of lab-minimal. The attribution
 # tests come after them and probe around the ssh guest's config (which compiles in their
 # DEBUG_PAGEALLOC too), a few objects at a time. The debug-cost study's debug kernel
 # (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own) and s390x are built
-# ahead in the background (tests/prefetch.py): the tests that need them come late, to give
-# that build the time the others leave a core idle.
+# ahead in the background (tests/prefetch.py): the tests that need them come last, to give
+# that build the time the others leave a core idle. Tests that only boot lab-minimal
+# (whoever builds it first, the others wait for that build) need not be in the group.
+_X86_TREE = ("test_crosscheck.py", "test_lab_integration.py", "test_profile_integration.py",
+             "test_workload_runs.py", "test_ssh_target.py", "test_attribution_integration.py")
 _LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
          "test_attribution_integration.py")
 
 
+def _integration(item) -> bool:
+    return item.get_closest_marker("integration") is not None
+
+
+def _order(item) -> tuple[int, int]:
+    """The x86_64 tree's build chain first, then the fast tests, then the other integration
+    tests; the late ones (_LAST) last in each, in its order."""
+    name = item.path.name
+    late = _LAST.index(name) if name in _LAST else -1
+    if not _integration(item):
+        return 1, late
+    return (0 if name in _X86_TREE else 2), late
+
+
 def pytest_collection_modifyitems(config, items):
-    # stable: the rest keep their order, first
-    items.sort(key=lambda item: _LAST.index(item.path.name) + 1 if item.path.name in _LAST else 0)
+    items.sort(key=_order)   # stable: the rest keep their order
+    for item in items:
+        # Every other file's tests stay on one worker too (as --dist loadfile keeps them), so
+        # that a module's fixture (a Dask cluster, a fake git history) is made once.
+        tree = item.path.name in _X86_TREE and _integration(item)
+        item.add_marker(pytest.mark.xdist_group("x86-tree" if tree else item.path.name))
 
 
+# The background build (tests/prefetch.py) is started once per run by the process that
+# is not an xdist worker: pytest itself, or xdist's controller once a worker has collected
+# (before any test runs). Every process finds it by the lock it holds.
 _prefetch: list[Prefetch] = []
+_LOCK_ENV = "KERNELLAB_TEST_PREFETCH_LOCK"
+
+
+def _worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if not _worker(config):   # before xdist starts its workers: they inherit it
+        os.environ[_LOCK_ENV] = str(Path(tempfile.gettempdir()) / f"kl-prefetch-{os.getpid()}.lock")
+        # xdist hands out the groups in the order of the collection (_order), not largest first.
+        config.option.loadscopereorder = False
+
+
+def _start_prefetch(test_files) -> None:
+    if not _prefetch and any(name in FOR for name in test_files):
+        log = Path(tempfile.gettempdir()) / f"kl-prefetch-{os.getpid()}.log"
+        _prefetch.append(Prefetch(log, Path(os.environ[_LOCK_ENV])))
 
 
 def pytest_collection_finish(session):
     """Start building the late tests' kernels now, when the session will run those tests."""
-    if session.config.option.collectonly:
-        return
-    if any(item.path.name in FOR and item.get_closest_marker("integration") for item in session.items):
-        _prefetch.append(Prefetch(Path(tempfile.gettempdir()) / f"kl-prefetch-{os.getpid()}.log"))
+    if not session.config.option.collectonly and not _worker(session.config):
+        _start_prefetch(item.path.name for item in session.items if _integration(item))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    # ids are what the worker will run (after -m), "tests/x.py::name[...]"; FOR's files hold
+    # integration tests only (pytestmark), so a file of theirs in ids means a test that needs it.
+    if not node.config.option.collectonly:
+        _start_prefetch(Path(i.split("::")[0]).name for i in ids)
 
 
 def pytest_sessionfinish(session):
     for p in _prefetch:
         p.stop()
+    if not _worker(session.config):
+        Path(os.environ[_LOCK_ENV]).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")
 def prefetched():
     """The background build of tests/prefetch.py, done (its kernels are in the cache now, or
     the test builds them itself)."""
-    for p in _prefetch:
-        p.wait()
+    wait_for(Path(os.environ[_LOCK_ENV]))

@@ -25,6 +25,7 @@ error.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -36,32 +37,49 @@ from pathlib import Path
 # (variant, arch, in a tree of its own), in the order the tests need them (conftest's _LAST).
 KERNELS = (("lab-minimal=lab-minimal", "s390x", False),
            ("debug=lab-minimal+debug-kernel", "x86_64", True))
-# The test files whose kernels these are: a session without them starts nothing.
+# The test files whose kernels these are (integration tests only, each file marked so): a session
+# without them starts nothing.
 FOR = ("test_arch_integration.py", "test_study_integration.py")
 
 
 class Prefetch:
-    """The background build, started once per session."""
+    """The background build, started once per test run (by pytest-xdist's controller when
+    the tests run on workers). It holds an exclusive lock on `lock` for as long as it runs,
+    so a test in any process waits for it with `wait_for`."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, lock: Path):
         self.log = log
-        # A process group of its own (stop() ends make and its compilers too), in the tests'
-        # session: with the scheduler's autogroups (kernel.sched_autogroup_enabled), a new
-        # session would get an equal share of the CPU whatever its nice value.
-        self.proc = subprocess.Popen([sys.executable, __file__, str(log)], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                     process_group=0, preexec_fn=lambda: os.nice(19))
+        held = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            # A process group of its own (stop() ends make and its compilers too), in the tests'
+            # session: with the scheduler's autogroups (kernel.sched_autogroup_enabled), a new
+            # session would get an equal share of the CPU whatever its nice value. The lock's
+            # descriptor goes with it: the lock is released when the prefetch ends, however.
+            self.proc = subprocess.Popen([sys.executable, __file__, str(log)], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, pass_fds=(held,),
+                                         process_group=0, preexec_fn=lambda: os.nice(19))
+        finally:
+            os.close(held)
         self.started = time.monotonic()
-
-    def wait(self) -> None:
-        """Until the background build is done (its kernels are then in the cache, or the test
-        builds what failed)."""
-        self.proc.wait()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, 15)
             self.proc.wait()
+
+
+def wait_for(lock: Path) -> None:
+    """Until the background build that holds `lock` is done (its kernels are then in the
+    cache, or the test builds what failed); at once when none was started."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)
 
 
 def _build_all(log) -> None:

@@ -160,8 +160,11 @@ def test_the_readme_is_a_front_page():
     assert lines[2:6] == ["```sh",
                           "bash scripts/setup.sh && .venv/bin/kernellab compare      "
                           "# set up, run the built-in default experiment",
-                          "bash scripts/setup.sh && .venv/bin/python -m pytest -q    # set up, run the tests",
+                          "bash scripts/setup.sh && .venv/bin/python -m pytest -q -n 2 --dist loadgroup    "
+                          "# set up, run the tests",
                           "```"]
+    test_command = lines[4].partition("#")[0].strip()
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == test_command
 
 
 def test_some_examples_run_and_some_are_marked():

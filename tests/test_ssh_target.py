@@ -85,15 +85,19 @@ def test_running_kernel_then_a_kexecd_variant_then_back(guest, store):
           f"whole experiment {time.monotonic() - t0:.0f} s")
 
 
-def test_a_sweep_kexecs_its_probes_there_in_wall_mode(guest, store):
-    """`kernellab sweep --target ssh://...`: the baseline and the flip are kernels of the
-    guest's own config (both built already by the test above: a sweep costs boots here), each
-    kexec'd in turn and measured with the agent as a program, the verdict a wall-mode one."""
+def test_a_sweep_kexecs_its_probes_there_in_wall_mode_and_runs_the_workloads_copied_after_each_boot(
+        guest, store, tmp_path):
+    """`kernellab sweep --workload ... --target ssh://...`: the baseline and the flip are
+    kernels of the guest's own config (both built already by the test above: a sweep costs
+    boots here), each kexec'd in turn and measured with the agent as a program, the verdict a
+    wall-mode one. A kexec'd kernel's /tmp starts empty: the workloads are copied after its
+    boot, as the agent is. (One sweep for both: each of its kexec'd boots costs ~35 s here.)"""
     before = guest.boot_id()
+    spec = f"{own_workload(tmp_path)}:n=2"
     r = kernellab("sweep", "running+CONFIG_CRYPTO_ECB=n", "--toggle", "CRYPTO_ECB", "--metric", "syscall.null",
-                  "--runs", "2", "--format", "json", "--target", f"ssh://{ALIAS}", "--ssh-config",
-                  str(guest.ssh_config), "--power-cycle", guest.power_cycle_command, "--kexec-timeout",
-                  str(COME_BACK_S), store_path=store.path)
+                  "--workload", spec, "--runs", "2", "--format", "json", "--target", f"ssh://{ALIAS}",
+                  "--ssh-config", str(guest.ssh_config), "--power-cycle", guest.power_cycle_command,
+                  "--kexec-timeout", str(COME_BACK_S), store_path=store.path)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert result["mode"] == "wall" and result["boots"] == 4 and result["builds"] == 0, result
@@ -101,10 +105,14 @@ def test_a_sweep_kexecs_its_probes_there_in_wall_mode(guest, store):
     assert (flip["option"], flip["value"]) == ("CONFIG_CRYPTO_ECB", "y")
     effect = flip["effects"]["syscall.null"]
     assert effect["n_ref"] == effect["n_other"] == 2 and effect["testable"], effect
-    # Every probe ran on the guest, kexec'd, and the guest is back in its default kernel.
+    # Every probe ran on the guest, kexec'd, with the workload copied there after its boot,
+    # and the guest is back in its default kernel.
     probes = store.runs(4)
     assert {(row["target"], row["mode"], row["status"]) for row in probes} == {(f"ssh://{ALIAS}", "wall", "ok")}
     assert {row["name"] for row in probes} == {"probe:baseline", "probe:flip:CONFIG_CRYPTO_ECB=y"}
+    for row in probes:
+        assert store.run_metrics(row["id"])["own.value"] == [42.0]
+        assert [w["status"] for w in store.run_workloads(row["id"])] == ["ok"]
     assert guest.boot_id() != before
     assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
 
@@ -273,24 +281,3 @@ def test_workloads_run_the_remotes_programs_and_the_users_copied_there(guest, st
     copies = guest.output("ls /tmp/kernellab")
     assert any(name.startswith("workloads-") for name in copies.split()), copies
     assert guest.output("ls /bin /sbin /usr/bin /usr/sbin") == installed
-
-
-def test_a_sweeps_kexecd_probes_run_the_workloads_copied_after_each_boot(guest, store, tmp_path):
-    """`kernellab sweep --workload ... --target ssh://...`: each probe is a kexec'd kernel
-    (both built already by the first test), whose /tmp starts empty: the workloads are
-    copied after its boot, as the agent is, and its metric is the sweep's."""
-    spec = f"{own_workload(tmp_path)}:n=2"
-    r = kernellab("sweep", "running+CONFIG_CRYPTO_ECB=n", "--toggle", "CRYPTO_ECB", "--metric", "own.value",
-                  "--workload", spec, "--runs", "2", "--format", "json", "--target", f"ssh://{ALIAS}",
-                  "--ssh-config", str(guest.ssh_config), "--power-cycle", guest.power_cycle_command,
-                  "--kexec-timeout", str(COME_BACK_S), store_path=store.path)
-    assert r.returncode == 0, r.stderr
-    result = json.loads(r.stdout)
-    assert result["mode"] == "wall" and result["boots"] == 4 and result["builds"] == 0, result
-    assert result["baseline"]["own.value"] == 42, result
-    probes = store.runs(4)
-    assert {(row["target"], row["status"]) for row in probes} == {(f"ssh://{ALIAS}", "ok")}
-    for row in probes:
-        assert store.run_metrics(row["id"])["own.value"] == [42.0]
-        assert [w["status"] for w in store.run_workloads(row["id"])] == ["ok"]
-    assert "kernellab.boot=" not in guest.output("cat /proc/cmdline")
