@@ -18,7 +18,7 @@ from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fak
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
-from prefetch import FOR, Prefetch, wait_for
+from prefetch import BESIDE_THE_CHAIN, FOR, Prefetch, wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ def kernellab(*args, store_path, timeout=900):
 # The x86_64 integration tests share one build tree, where a variant a few objects away
 # from the last build costs seconds and one that flips an option in widely included
 # headers costs most of a cold build, also on the way back. They run in one process, in
-# this order: with the README's `-n 2 --dist loadgroup`, one pytest-xdist group (the
+# this order: with the README's `-n 2 --dist loadscope`, one pytest-xdist unit (the
 # x86_64 tree's build chain on one worker, handed out first; every other file's tests on
 # the other as it frees up, and on both once the chain is done). The ssh tests' guest kernel
 # (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last,
@@ -59,7 +59,7 @@ def kernellab(*args, store_path, timeout=900):
 # (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own) and s390x are built
 # ahead in the background (tests/prefetch.py): the tests that need them come last, to give
 # that build the time the others leave a core idle. Tests that only boot lab-minimal
-# (whoever builds it first, the others wait for that build) need not be in the group.
+# (whoever builds it first, the others wait for that build) need not be in that unit.
 _X86_TREE = ("test_crosscheck.py", "test_lab_integration.py", "test_profile_integration.py",
              "test_workload_runs.py", "test_ssh_target.py", "test_attribution_integration.py")
 _LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
@@ -82,11 +82,40 @@ def _order(item) -> tuple[int, int]:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_order)   # stable: the rest keep their order
-    for item in items:
-        # Every other file's tests stay on one worker too (as --dist loadfile keeps them), so
-        # that a module's fixture (a Dask cluster, a fake git history) is made once.
-        tree = item.path.name in _X86_TREE and _integration(item)
-        item.add_marker(pytest.mark.xdist_group("x86-tree" if tree else item.path.name))
+
+
+# The x86_64 tree's chain is the run's longest path (its builds, then QEMU boots one after
+# another): every other test yields the CPU to it. A process's first test outside the
+# chain lowers that process's priority for good, to tests/prefetch.py's build's: the
+# worker with the chain runs the other tests only once the chain is done.
+_yielding: list[bool] = []
+
+
+@pytest.fixture(autouse=True)
+def _beside_the_chain(request):
+    if not _yielding and not (request.node.path.name in _X86_TREE and _integration(request.node)):
+        os.nice(BESIDE_THE_CHAIN)
+        _yielding.append(True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` with the x86_64 tree's files as one scope: xdist's own loadscope
+    keeps each file's tests on one worker (a module's fixture, a Dask cluster or a fake git
+    history, is made once); here the build chain's files are one unit too, handed out first
+    (units go out in the collection's order, _order, not largest first). Not xdist_group
+    marks: with pytest 9.2 xdist's loadgroup no longer groups (pytest-xdist#1386)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "x86-tree" if Path(path).name in _X86_TREE else path
+
+    config.option.loadscopereorder = False
+    return Scopes(config, log)
 
 
 # The background build (tests/prefetch.py) is started once per run by the process that
@@ -103,8 +132,6 @@ def _worker(config) -> bool:
 def pytest_configure(config):
     if not _worker(config):   # before xdist starts its workers: they inherit it
         os.environ[_LOCK_ENV] = str(Path(tempfile.gettempdir()) / f"kl-prefetch-{os.getpid()}.lock")
-        # xdist hands out the groups in the order of the collection (_order), not largest first.
-        config.option.loadscopereorder = False
 
 
 def _start_prefetch(test_files) -> None:

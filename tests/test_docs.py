@@ -160,7 +160,7 @@ def test_the_readme_is_a_front_page():
     assert lines[2:6] == ["```sh",
                           "bash scripts/setup.sh && .venv/bin/kernellab compare      "
                           "# set up, run the built-in default experiment",
-                          "bash scripts/setup.sh && .venv/bin/python -m pytest -q -n 2 --dist loadgroup    "
+                          "bash scripts/setup.sh && .venv/bin/python -m pytest -q -n 2 --dist loadscope    "
                           "# set up, run the tests",
                           "```"]
     test_command = lines[4].partition("#")[0].strip()
