@@ -3,7 +3,10 @@
 Artifacts are cached by a key over everything that changes the output (source content,
 arch, compiler, resolved .config, this recipe), so a variant asked for twice is built
 once. The build tree is shared per (source, arch, toolchain): a variant that differs in
-a few options recompiles only what depends on them.
+a few options recompiles only what depends on them. Every commit of one git repository
+is one source here: its builds run in the repository's one checkout for builds
+(sources.build_checkout) and one build tree per (arch, toolchain), so a commit recompiles
+what it changed, as with `git bisect` by hand.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import apt, paths, progress, reaper
+from . import apt, paths, progress, reaper, sources
 from .arches import ArchProfile
 from .config.resolve import ResolvedConfig
 from .elfsize import berkeley_size
@@ -74,6 +77,11 @@ class Build:
     cached: bool  # True when this request reused an earlier build
     # Compiled from scratch: an emptied tree and no ccache, so its times are the compiler's.
     cold: bool = False
+    compiled: int | None = None   # the objects its make compiled (None: a record from before it was counted)
+    # A git source: the repository in whose one checkout and build tree it was built
+    # (incrementally), and the commit that checkout held before (None: made for it).
+    repository: str | None = None
+    checkout_from: str | None = None
 
     def figures(self) -> dict[str, tuple[str, float]]:
         """The build's rows of a report: metric -> (unit, value)."""
@@ -147,11 +155,11 @@ def _build(key: str, artifacts: Path, source: Source, profile: ArchProfile, tool
     jobs = jobs or os.cpu_count() or 1
     tree = where() if where is not None and not cold else build_tree(source, profile, toolchain)
     log_path = artifacts / "build.log"
-    with locked(tree):
+    with locked(tree), sources.build_checkout(source) as checkout:
         if cold:
             _empty(tree)
         _install_config(tree, config.text)
-        argv = ["make", "-C", str(source.tree), f"O={tree}", f"-j{jobs}",
+        argv = ["make", "-C", str(checkout.tree), f"O={tree}", f"-j{jobs}",
                 *make_vars(profile, toolchain, use_ccache=not cold), profile.build_target]
         ccache_dir = str(paths.cache_dir("ccache"))
         env = dict(os.environ, **REPRODUCIBLE_ENV, CCACHE_DIR=ccache_dir)
@@ -165,12 +173,15 @@ def _build(key: str, artifacts: Path, source: Source, profile: ArchProfile, tool
         env.setdefault("CCACHE_DEPEND", "1")
         if log:
             how = "from scratch, without ccache" if cold else f"in {tree}"
+            if checkout.repository is not None:
+                how += f", from {checkout.repository}'s checkout for builds" + (
+                    f" (was {checkout.previous[:12]})" if checkout.previous else "")
             log(f"building {profile.build_target} {how} (-j{jobs}), log: {log_path}")
         hits0, misses0 = ccache_counts(ccache_dir)
         expected = _objects_in(tree)
         with progress.task(f"{what or profile.name}: compiling", expected,
                            f"objects (of {expected} in this tree's last build)" if expected else "objects") as bar:
-            wall_s, user_s, sys_s, rc = _timed_make(argv, env, log_path, bar)
+            wall_s, user_s, sys_s, rc, compiled = _timed_make(argv, env, log_path, bar)
         hits, misses = ccache_counts(ccache_dir)
         hits, misses = hits - hits0, misses - misses0
         if rc != 0:
@@ -192,7 +203,9 @@ def _build(key: str, artifacts: Path, source: Source, profile: ArchProfile, tool
                    vmlinux_bytes=(artifacts / "vmlinux").stat().st_size,
                    compiler=toolchain.version_text, ccache=ccache_version() or "",
                    ccache_hit_pct=100.0 * hits / (hits + misses) if hits + misses else None,
-                   jobs=jobs, cached=False, cold=cold, **sizes)
+                   jobs=jobs, cached=False, cold=cold, compiled=compiled,
+                   repository=str(checkout.repository) if checkout.repository else None,
+                   checkout_from=checkout.previous, **sizes)
     tmp = artifacts / "build.json.tmp"
     tmp.write_text(json.dumps(result.to_dict() | {"cached": False}, indent=1))
     tmp.replace(artifacts / "build.json")  # written last: its presence means "complete"
@@ -229,8 +242,9 @@ def record_objects_late(hit: Build, tree: Path) -> None:
 
 
 def build_tree(source: Source, profile: ArchProfile, toolchain: Toolchain) -> Path:
-    """The build directory shared by every variant of one (source, arch, toolchain)."""
-    return paths.cache_dir("build", f"{source.id}-{profile.name}-{toolchain.id}")
+    """The build directory shared by every variant of one (source, arch, toolchain); by
+    every commit of a git source's repository (sources.build_name)."""
+    return paths.cache_dir("build", f"{sources.build_name(source)}-{profile.name}-{toolchain.id}")
 
 
 def _install_config(tree: Path, text: str) -> None:
@@ -252,10 +266,12 @@ def _objects_in(tree: Path) -> int | None:
     return count or None
 
 
-def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO, bar: progress.Task) -> tuple[int, resource.struct_rusage]:
+def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO,
+            bar: progress.Task) -> tuple[int, resource.struct_rusage, int]:
     """Waits for make, counting the objects it compiles as its log grows. Returns its exit
-    code and the CPU time of make and the compilers it waited for: that of this process's
-    other children (the QEMU of a run while the build goes on) is not the build's."""
+    code, the CPU time of make and the compilers it waited for (that of this process's
+    other children, the QEMU of a run while the build goes on, is not the build's) and
+    the objects it compiled."""
     compiled = 0
     exited = os.pidfd_open(proc.pid)   # readable once make exits: no polling delay at the end
     try:
@@ -270,11 +286,12 @@ def _follow(proc: subprocess.Popen[bytes], reader: BinaryIO, bar: progress.Task)
         os.close(exited)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage
+    compiled += len(_COMPILED.findall(reader.read()))   # what make wrote after the last look
+    return proc.returncode, usage, compiled
 
 
 def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
-                bar: progress.Task) -> tuple[float, float, float, int]:
+                bar: progress.Task) -> tuple[float, float, float, int, int]:
     start = time.monotonic()
     with log_path.open("w") as log_file, log_path.open("rb") as reader:
         try:
@@ -292,7 +309,7 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
             # Registered while it runs: a kernellab killed outright (SIGKILL) cannot stop it,
             # the next kernellab command does (kernellab.reaper).
             with reaper.tracked(proc.pid, f"make of {log_path.parent.name}"):
-                rc, usage = _follow(proc, reader, bar)
+                rc, usage, compiled = _follow(proc, reader, bar)
         except BaseException:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -300,7 +317,7 @@ def _timed_make(argv: list[str], env: dict[str, str], log_path: Path,
                 pass  # make and its children were already gone
             proc.wait()
             raise
-    return time.monotonic() - start, usage.ru_utime, usage.ru_stime, rc
+    return time.monotonic() - start, usage.ru_utime, usage.ru_stime, rc, compiled
 
 
 _ERROR = re.compile(r"(error:|Error \d+|\*\*\*)")

@@ -6,7 +6,10 @@ rebuilt in seconds. Each kind's entries are the folders or files directly under 
 an entry is "used" when a run in the store measured it: its build's artifacts, its source's
 tree (named by the source's content hash), and the build tree, kconfig and resolve entries of
 its source, arch and toolchain (named `SOURCE-ID-ARCH-TOOLCHAIN-ID`, as build.build_tree names
-them): another arch's or compiler's tree of the same source is not the run's. The run's
+them): another arch's or compiler's tree of the same source is not the run's. A git
+source's builds are its repository's: the one checkout for builds (`git-repo-HASH`, in
+sources) and the build trees named after it (sources.build_checkout) are used by a run of
+any commit of the repository, on the run's arch and toolchain for a build tree. The run's
 initramfs is the one the store names, its agent the one that initramfs holds as /init (or the
 one a machine ran as a program), and a run whose workloads named Debian packages used the
 userland of its arch's Debian architecture.
@@ -24,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import arches, initramfs, paths
+from . import arches, initramfs, paths, sources
 from .errors import LabError
 from .store import Store
 from .toolchain import Toolchain
@@ -76,6 +79,8 @@ class _Use:
     initramfs: str | None = None   # the initramfs file it booted, or the agent binary a machine ran
     agent: str | None = None       # the agent binary that initramfs holds
     userland: str | None = None    # the Debian architecture of its workloads' packages, if any
+    repository: str | None = None  # a git source: its repository's checkout for builds (sources.repository_name)
+    repository_tree: str | None = None   # ... and its build tree for the run's arch and toolchain
 
     def used(self, kind: str, name: str, arch_names: Sequence[str]) -> bool:
         if kind in ("initramfs", "agent"):
@@ -84,15 +89,22 @@ class _Use:
             return self.userland is not None and (name == self.userland or name.startswith(f"{self.userland}-"))
         if self.artifacts and self.artifacts in name:
             return True
+        if self.repository and name.startswith(self.repository):
+            return name == self.repository if kind == "sources" else _of_tree(name, self.repository_tree)
         if not self.source_hash or self.source_hash not in name:
             return False
         if self.source_id is None or _arch_of(name, self.source_id, arch_names) is None:
             return True   # the source's own: its tree, its symbols
         # One source's entry per (arch, toolchain): the run's only if both are the run's.
-        if self.tree is None or not name.startswith(self.tree):
-            return False
-        # The tree itself, or an entry named after it (its pool: .pool; a kconfig file: -...).
-        return name == self.tree or self.tree.endswith("-") or name[len(self.tree)] in ".-"
+        return _of_tree(name, self.tree)
+
+
+def _of_tree(name: str, tree: str | None) -> bool:
+    """Whether `name` is the build tree `tree` (SOURCE-ID-ARCH-TOOLCHAIN-ID, or a prefix of
+    every toolchain's ending in -) or an entry named after it (its pool: .pool; a kconfig file: -...)."""
+    if tree is None or not name.startswith(tree):
+        return False
+    return name == tree or tree.endswith("-") or name[len(tree)] in ".-"
 
 
 def _arch_of(name: str, source_id: str, arch_names: Sequence[str]) -> str | None:
@@ -104,9 +116,10 @@ def _arch_of(name: str, source_id: str, arch_names: Sequence[str]) -> str | None
 
 
 def _tree_name(source_id: str, arch: str, compiler: str | None) -> str:
-    """The name build.build_tree gives the build tree of this source, arch and compiler (the
-    first line of its --version, as the build's record keeps it); without the compiler, the
-    prefix every toolchain's tree of the source and arch shares."""
+    """The name build.build_tree gives the build tree of this source (its id, or a git
+    source's repository's name), arch and compiler (the first line of its --version, as
+    the build's record keeps it); without the compiler, the prefix every toolchain's tree
+    of the source and arch shares."""
     try:
         profile = arches.load(arch)
     except LabError:   # an arch profile this kernellab no longer has: any toolchain's tree
@@ -124,7 +137,7 @@ def _uses(store: Store | None, recent: int, debian_arches: Mapping[str, str]) ->
     if store is None:
         return []
     rows = store.db.execute(
-        "SELECT r.id, r.build_key, v.source_id, s.content_hash, v.arch,"
+        "SELECT r.id, r.build_key, v.source_id, s.content_hash, v.arch, s.kind, s.tree,"
         " CASE WHEN json_valid(b.record) THEN json_extract(b.record, '$.compiler') END, r.initramfs,"
         " EXISTS (SELECT 1 FROM workloads w WHERE w.run_id = r.id AND json_valid(w.provenance)"
         "         AND json_array_length(w.provenance, '$.packages') > 0)"
@@ -132,20 +145,32 @@ def _uses(store: Store | None, recent: int, debian_arches: Mapping[str, str]) ->
         " LEFT JOIN builds b ON b.key = r.build_key ORDER BY r.id DESC LIMIT ?", (recent,)).fetchall()
     uses: list[_Use] = []
     trees: dict[tuple[str, str, str | None], str] = {}   # one name per (source, arch, compiler), made once
-    agents = _agents_in({str(row[6]) for row in rows if row[6]})
-    for run_id, build_key, source_id, content_hash, arch, compiler, initrd, debian_packages in rows:
+    repositories: dict[str, str | None] = {}   # a git source's worktree -> its repository's name
+    root = paths.cache_root()
+    agents = _agents_in({str(row[8]) for row in rows if row[8]})
+    for run_id, build_key, source_id, content_hash, arch, kind, source_tree, compiler, initrd, debian_packages in rows:
         source_id = str(source_id) if source_id else None
+        compiler = compiler if isinstance(compiler, str) else None
         tree = None
         if source_id:
-            key = (source_id, str(arch), compiler if isinstance(compiler, str) else None)
+            key = (source_id, str(arch), compiler)
             if key not in trees:
                 trees[key] = _tree_name(*key)
             tree = trees[key]
+        repository = None
+        if kind == "git" and isinstance(source_tree, str) and source_tree:
+            if source_tree not in repositories:
+                # Only a worktree in this cache is read: the store names it, never a path to open.
+                worktree = Path(source_tree)
+                repo = sources.repository_of(worktree) if worktree.parent.parent == root / "sources" else None
+                repositories[source_tree] = sources.repository_name(repo) if repo is not None else None
+            repository = repositories[source_tree]
         initrd = str(initrd) if initrd else None
         uses.append(_Use(run_id, build_key[:20] if isinstance(build_key, str) and build_key else None,
                          content_hash[:12] if isinstance(content_hash, str) and content_hash else None,
                          source_id, tree, initrd, agents.get(initrd or ""),
-                         debian_arches.get(str(arch)) if debian_packages else None))
+                         debian_arches.get(str(arch)) if debian_packages else None, repository,
+                         _tree_name(repository, str(arch), compiler) if repository else None))
     return uses
 
 

@@ -6,11 +6,15 @@ report the same version but differ in content never share a cached build. A tarb
 hash is the sha256 of the file, whoever names it: Debian's /usr/src/linux-source-6.1.tar.xz
 given as a path is the same source as `debian:6.1` (same id, same extraction, same
 builds). A git source's hash is its commit id, and its tree is a `git worktree` of that
-commit in kernellab's cache, one per commit.
+commit in kernellab's cache, one per commit, for everything that reads the commit's files
+(Kconfig, `make kernelversion`); its builds run in its repository's one checkout for
+builds instead (build_checkout), so that every commit of a repository builds
+incrementally in one tree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -18,6 +22,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +71,9 @@ def identify(spec: str) -> list[str]:
     """The content hashes a source's cache entries are named by, found without preparing
     it: nothing is installed, extracted, checked out or run, and nothing is written (for
     `cache prune`, whose dry run must change nothing). Usually one hash; for a Debian
-    source whose package is not installed, those of its extractions still in the cache."""
+    source whose package is not installed, those of its extractions still in the cache;
+    for a git source, its commit's and its repository's (whose checkout and build trees
+    the builds of all its commits share)."""
     if spec.startswith("debian:"):
         package = DEBIAN_SOURCES.get(spec.split(":", 1)[1])
         if package is None:
@@ -80,7 +87,8 @@ def identify(spec: str) -> list[str]:
         if commit is None:
             raise LabError(f"source {spec!r}: no commit {ref!r} in the git repository {repo_text!r}: "
                            "give git:PATH@REF")
-        return [commit]
+        # Its builds are in its repository's checkout and build trees (build_checkout).
+        return [commit, _repository_hash(Path(repo_text).expanduser().resolve())]
     path = Path(spec).expanduser()
     if path.is_dir():
         tree = path.resolve()
@@ -344,6 +352,122 @@ def _worktree(repo: Path, commit: str) -> tuple[Path, str]:
             (dest / MARKER).write_text(json.dumps({"version": _kernelversion(tree), "commit": commit,
                                                    "repo": str(repo)}))
     return tree, str(json.loads((dest / MARKER).read_text())["version"])
+
+
+# -- one checkout per repository, for builds -----------------------------------------
+
+CHECKOUT = "linux"        # the checkout, in its cache entry (sources/git-repo-HASH12)
+_MADE = ".made"           # touched whenever a make in the checkout ends
+_CLOCK = ".clock"         # touched to read the file system's clock
+_CLOCK_WAIT_S = 5.0       # the coarsest file time granularity waited out (FAT's is 2 s)
+
+
+@dataclass(frozen=True)
+class BuildSource:
+    """Where make builds a source from (its -C): for a git source, its repository's one
+    checkout for builds, and the commit that checkout held before (None: made for this build)."""
+    tree: Path
+    repository: Path | None = None
+    previous: str | None = None
+
+
+def repository_of(tree: Path) -> Path | None:
+    """The repository a git source's worktree (its Source.tree) was made from, as the
+    worktree's marker says; None when there is no such marker."""
+    try:
+        info = json.loads((tree.parent / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    repo = info.get("repo") if isinstance(info, dict) else None
+    return Path(repo) if isinstance(repo, str) and repo else None
+
+
+def repository_name(repo: Path) -> str:
+    """The cache's name of a repository's checkout for builds, which its build trees'
+    names start with too."""
+    return f"git-repo-{_repository_hash(repo)[:12]}"
+
+
+def _repository_hash(repo: Path) -> str:
+    return hashlib.sha256(str(repo).encode()).hexdigest()
+
+
+def build_name(source: Source) -> str:
+    """What the build trees of a source are named by: its id; for a git source, its
+    repository's name, as every commit of a repository builds in one tree (build_checkout)."""
+    repo = repository_of(source.tree) if source.kind == "git" else None
+    return repository_name(repo) if repo is not None else source.id
+
+
+@contextlib.contextmanager
+def build_checkout(source: Source) -> Iterator[BuildSource]:
+    """The tree to build `source` from, held until the build (make) ends.
+
+    A git source builds in its repository's one checkout for builds, not in its commit's
+    worktree: the checkout is moved to the commit (`git checkout --force --detach`) under
+    its lock, which is held while make runs, so two builds of different commits never
+    interleave. Builds of every commit then compile from one path into one build tree
+    (build.build_tree names it by build_name), and kbuild recompiles only what the commit
+    changed, and ccache finds the objects of a commit built before (same paths, same
+    command lines). Invariant: a build of commit X compiles exactly X's files. git
+    rewrites the files that differ from the commit the checkout held, and only those;
+    each file it rewrites is newer than anything an earlier make of the checkout wrote
+    (_after_last_make), so an object older than its sources is compiled again, and an
+    object newer than all of them was compiled from their present content.
+
+    Any other kind of source builds in its own tree, as before."""
+    repo = repository_of(source.tree) if source.kind == "git" else None
+    if repo is None:
+        yield BuildSource(source.tree)
+        return
+    entry = paths.cache_dir("sources") / repository_name(repo)
+    with locked(entry):
+        previous = _move_checkout(entry, repo, source.content_hash)
+        try:
+            yield BuildSource(entry / CHECKOUT, repo, previous)
+        finally:
+            # What make wrote is older than this; kernellab killed outright (SIGKILL) skips
+            # it, but then the next command starts well after the last object was written.
+            (entry / _MADE).touch()
+
+
+def _move_checkout(entry: Path, repo: Path, commit: str) -> str | None:
+    """The checkout moved to `commit` (made when there is none): the commit it held before."""
+    tree = entry / CHECKOUT
+    # A checkout's .git is a file naming the repository; without it, git -C would find
+    # whatever repository holds the cache.
+    previous = _git_out(tree, "rev-parse", "--verify", "--quiet", "HEAD") if (tree / ".git").is_file() else None
+    if previous is not None:
+        _after_last_make(entry)
+        if _git_out(tree, "checkout", "--quiet", "--force", "--detach", commit) is not None:
+            return previous
+    # None yet, or one git no longer knows (its repository's record of it was removed).
+    shutil.rmtree(tree, ignore_errors=True)
+    _git_out(repo, "worktree", "prune")
+    run_checked(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), commit],
+                what=f"git worktree add of {repo}'s checkout for builds")
+    return None
+
+
+def _after_last_make(entry: Path) -> None:
+    """Waits until a file written now is newer than the end of the checkout's last make.
+    File times have the file system's granularity (a jiffy; a second or two on some): a
+    file the checkout rewrote within the tick in which make wrote an object would not be
+    newer than the object, and make would keep an object of the other commit."""
+    made = entry / _MADE
+    if not made.exists():
+        return
+    last = made.stat().st_mtime_ns
+    clock = entry / _CLOCK
+    deadline = time.monotonic() + _CLOCK_WAIT_S
+    while True:
+        clock.touch()
+        if clock.stat().st_mtime_ns > last:
+            return
+        if time.monotonic() > deadline:
+            raise LabError(f"the clock is behind the last build in {entry}: set the system clock right, "
+                           f"or remove {entry} (the next build of the repository then compiles everything)")
+        time.sleep(0.01)
 
 
 def _kernelversion(tree: Path) -> str:
