@@ -147,3 +147,35 @@ def test_an_unknown_target_names_every_scheme_registered(lab, capsys, board):
     assert lab.main("compare", "a=tinyconfig", "--target", "nowhere") == 2
     err = capsys.readouterr().err
     assert "unknown --target 'nowhere': use qemu, local, ssh://[user@]host[:port] or fakeboard:NAME" in err
+
+
+def test_every_probe_of_a_noise_floor_runs_on_the_target_asked(lab, capsys, board):
+    """The baseline and every neutral flip: a floor measured on one machine, never a
+    baseline on the board and flips under QEMU."""
+    from test_noise_floor import LAYOUT
+    assert lab.main("noise-floor", "tinyconfig", "--options", LAYOUT, "--format", "json",
+                    "--target", "fakeboard:one") == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["flips"]) == 8 and result["pct"]["proc.fork_exit"] == pytest.approx(4.0)
+    # The boot that finds what the base measures, the sweep's baseline and the eight flips.
+    assert len(board) == len(lab.runs()) == 10
+    assert {t for t, _ in targets_of_runs(lab)} == {"fakeboard"}
+
+
+def test_every_boot_of_a_study_run_and_of_its_sweep_is_on_the_target_asked(lab, capsys, board):
+    from test_study import SWEPT, run_study, study_file
+    report, _ = run_study(lab, capsys, study_file(lab, text=SWEPT), "--target", "fakeboard:one")
+    (sweep,) = report["sweeps"].values()
+    assert {f["option"] for f in sweep["flips"]} == {"CONFIG_FAKE_SLOW", "CONFIG_FAKE_BSS_KB"}
+    assert {t for t, _ in targets_of_runs(lab)} == {"fakeboard"} and len(board) == len(lab.runs())
+    # What the store holds of it is what the board measured: the report of a study stopped
+    # here finds the sweep's probes there, and under QEMU does not.
+    for where, found in ((("--target", "fakeboard:one"), 2), ((), 0)):
+        out = lab.tmp / "so-far.json"
+        lab.main("study", "run", str(study_file(lab, text=SWEPT)), "--measured-only", "--format", "json",
+                 "-o", str(out), *where)
+        capsys.readouterr()
+        swept = list(json.loads(out.read_text())["sweeps"].values()) if out.exists() else []
+        assert sum(len(s["flips"]) for s in swept) == found, where
+        out.unlink(missing_ok=True)
+

@@ -331,12 +331,29 @@ def test_the_agents_file_carries_the_server_and_how_it_is_ready():
 
 def test_the_catalog_describes_registered_workload_metrics(tmp_path):
     inst = resolve("fio:rw=randread")
-    guest_workloads.register([inst])
-    iops = catalog.describe("fio.randread_iops", "")
-    assert (iops.source, iops.group, iops.better) == ("workload", "workload", "higher")
-    assert not catalog.describe("fio.randread_clat_p99", "").valid_in("icount")
-    assert catalog.groups()[-1] == "workload"
-    assert catalog.sort_key("fio.randread_iops") > catalog.sort_key("syscall.null")
+    with catalog.command_scope():
+        guest_workloads.register([inst])
+        iops = catalog.describe("fio.randread_iops", "")
+        assert (iops.source, iops.group, iops.better) == ("workload", "workload", "higher")
+        assert not catalog.describe("fio.randread_clat_p99", "").valid_in("icount")
+        assert catalog.groups()[-1] == "workload"
+        assert catalog.sort_key("fio.randread_iops") > catalog.sort_key("syscall.null")
+    assert catalog.describe("fio.randread_iops", "").group == "other"   # the scope's own
+
+
+def test_a_commands_workload_metrics_are_gone_when_it_ends(lab, capsys):
+    """Registered for the command that runs the workload, not for the process: the next
+    command in it (a test's, a Dask worker's, a library user's) knows only its own."""
+    assert lab.main("metrics", "--workload", "hackbench", "--format", "json") == 0
+    named = [r["name"] for r in json.loads(capsys.readouterr().out) if r["name"].startswith("hackbench.")]
+    assert named
+    assert lab.main("metrics", "--format", "json") == 0
+    assert not [r for r in json.loads(capsys.readouterr().out) if r["name"].startswith("hackbench.")]
+    assert catalog.describe(named[0], "").group == "other"
+    # Named without its workload, as in a fresh process: unknown, before anything is built.
+    assert lab.main("compare", "a=tinyconfig", "--metric", named[0]) == 2
+    assert f"--metric: unknown metric {named[0]!r}" in capsys.readouterr().err
+    assert not lab.store.exists() or lab.runs() == []
 
 
 def test_a_store_of_schema_3_gains_the_workloads_table(tmp_path):

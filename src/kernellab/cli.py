@@ -74,6 +74,7 @@ from .experiments.spec import (
     parse_short,
 )
 from .knowledge import PROFILES, rules_for
+from .metrics import catalog as metric_catalog
 from .metrics import view as metrics_view
 from .proc import stop_on_signals
 from .report import (
@@ -533,9 +534,11 @@ def cmd_noise_floor(args: argparse.Namespace) -> int:
     base = _variant(args.base, args)
     options = [o.strip() for o in args.options.split(",") if o.strip()] if args.options else None
     run_workloads = compare.resolve_workloads(args.workload or [])
-    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=_placement(args),
+    placement = _placement(args)
+    placement.adapt(base)
+    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=placement,
                            workloads=run_workloads)
-    path = floor.save(lab.prepare(base), result)
+    path = floor.save(placement.prepare(base), result)
     _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
     _output(kinds.get("noise-floor").render(result.to_dict(), args.format), None)
     return EXIT_OK
@@ -1767,7 +1770,8 @@ def _main(argv: list[str] | None) -> int:
     begin_command()   # `runs` groups this command's runs, even beside another's in this process
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running
-        with paths.in_use(), progress.display():
+        # The workloads' metrics a command registers are its own: gone when it ends.
+        with paths.in_use(), progress.display(), metric_catalog.command_scope():
             code: int = args.func(args)
         sys.stdout.flush()   # a full disk says so now, not in the interpreter's exit
         return code

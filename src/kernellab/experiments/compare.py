@@ -61,7 +61,9 @@ class Plan:
 
 def resolve_workloads(specs: Sequence[str]) -> tuple[workload_files.Instance, ...]:
     """--workload SPEC...: each resolved (a shipped name or a file, with its parameters),
-    checked, and its metrics registered in the catalog before a gate's rule names them."""
+    checked, and its metrics registered in the catalog before a gate's rule names them,
+    for the running command only (metrics.catalog.command_scope: a library user opens
+    one around its own command)."""
     instances = tuple(workload_files.resolve(spec) for spec in specs)
     guest_workloads.check(instances)
     guest_workloads.register(instances)

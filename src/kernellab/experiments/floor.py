@@ -110,7 +110,9 @@ def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str
             log: Callable[[str], None] = print, placement: Placement | None = None,
             workloads: tuple[Instance, ...] = ()) -> Floor:
     """`workloads`: real programs every run measures too, whose metrics get a floor as well
-    (their metrics registered: compare.resolve_workloads)."""
+    (their metrics registered: compare.resolve_workloads). `placement`: where every probe
+    boots, the baseline and each flip alike (None: QEMU TCG); a floor of two machines
+    would be no floor of either."""
     if not mode.deterministic:
         exact = [m.name for m in modes.deterministic()]
         raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
@@ -118,7 +120,7 @@ def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str
     names = [n if n.startswith("CONFIG_") else f"CONFIG_{n}" for n in options or [o.name for o in neutral_options()]]
     if len(names) < MIN_FLIPS:
         raise LabError(f"a noise floor needs at least {MIN_FLIPS} neutral options, got {len(names)}")
-    prepared = lab.prepare(base)
+    prepared = placement.prepare(base) if placement is not None else lab.prepare(base)   # `running`: the target's
     # An option the base's config does not list is unknown to the tree or has an unmet
     # dependency there: refused before any build.
     absent = [n for n in names if n not in prepared.config.values]
@@ -132,7 +134,8 @@ def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str
     if len(names) < MIN_FLIPS:
         raise LabError(f"only {len(names)} of the neutral options could be set on {base.name} "
                        f"(refused: {', '.join(refused)}); a floor needs {MIN_FLIPS}")
-    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log, workloads=workloads)
+    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log, placement=placement,
+                         workloads=workloads)
     applied = [f for f in result.flips if not f.dropped]
     refused += [f"{f.option} ({'; '.join(f.dropped)})" for f in result.flips if f.dropped]
     if len(applied) < MIN_FLIPS:

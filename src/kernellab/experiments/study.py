@@ -22,11 +22,10 @@ from .. import arches, datafile, knowledge, modes, paths, prebuilt, progress
 from ..build import Build, build_key, cached_build
 from ..config.dotconfig import differing
 from ..errors import LabError, did_you_mean
-from ..guest import vulnerabilities
 from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog, metric_hint
 from ..proc import require_tool
-from ..report.model import VariantRecord, build_report, judge_probes
+from ..report.model import VariantRecord, build_report
 from ..store import Store
 from ..targets.registry import Ask
 from ..workloads import Instance
@@ -395,7 +394,7 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
         for s, a in p.sweeps():
             label = s.label(a, alone)
             try:
-                sweeps[label] = _sweep(p, s, a, store, log, cluster)
+                sweeps[label] = _sweep(p, s, a, store, log, cluster, placement)
             except LabError as exc:   # the study's tables stand without it
                 log(f"study {p.study.name}: the sweep on {label} failed: {exc}")
                 failures.append(f"{label} sweep: {exc}")
@@ -406,10 +405,11 @@ def run(p: StudyPlan, store: Store, log: Callable[[str], None] = print,
 
 
 def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None],
-           cluster: executor.Cluster | None) -> dict[str, Any]:
-    ask = _sweep_ask(p, s, arch, log)
+           cluster: executor.Cluster | None, placement: Placement | None) -> dict[str, Any]:
+    """The sweep's probes boot where the study's variants did (`placement`; None: QEMU TCG)."""
+    ask = _sweep_ask(p, s, arch, log, placement)
     result = sweep.sweep(store, ask.good, ask.flips, s.metrics, ask.mode, p.runs, log=log, cluster=cluster,
-                         workloads=p.workloads).to_dict()
+                         placement=placement, workloads=p.workloads).to_dict()
     return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
 
 
@@ -422,11 +422,16 @@ class _SweepAsk:
     mode: modes.Mode
 
 
-def _sweep_ask(p: StudyPlan, s: SweepPart, arch: str, log: Callable[[str], None]) -> _SweepAsk:
+def _sweep_ask(p: StudyPlan, s: SweepPart, arch: str, log: Callable[[str], None],
+               placement: Placement | None) -> _SweepAsk:
     exp = _with_config_bases(p.experiment(arch), log)
     by_name = {v.name: v for v in exp.variants}
     good, bad = by_name[s.good], by_name[s.bad]
-    flips = differing(lab.prepare(good).config.values, lab.prepare(bad).config.values)
+    if placement is not None:   # as the study's variants were: of the target's arch, `running` its kernel
+        for v in (good, bad):
+            placement.adapt(v)
+    prepare = placement.prepare if placement is not None else lab.prepare
+    flips = differing(prepare(good).config.values, prepare(bad).config.values)
     log(f"study {p.study.name}: sweep on {arch}, {len(flips)} options in which {s.bad} differs from {s.good}")
     chosen: dict[str, Any] = {}
     if s.rules:
@@ -437,7 +442,8 @@ def _sweep_ask(p: StudyPlan, s: SweepPart, arch: str, log: Callable[[str], None]
         log(f"study {p.study.name}: {len(kept)} of them named by the rules of {', '.join(s.rules)}; "
             f"the other {left} are not flipped")
         flips = kept
-    mode = modes.get(p.mode or exp.mode or modes.DEFAULT)   # as compare.plan resolves it without --target
+    # As compare.plan resolved it for the study's variants.
+    mode = modes.get(p.mode or exp.mode or (placement.default_mode() if placement is not None else modes.DEFAULT))
     return _SweepAsk(good, flips, chosen, mode)
 
 
@@ -483,7 +489,7 @@ def measured_only(p: StudyPlan, store: Store, log: Callable[[str], None] = print
     for s, a in p.sweeps():
         label = s.label(a, alone)
         try:
-            result = _stored_sweep(p, s, a, store, log, label, missing)
+            result = _stored_sweep(p, s, a, store, log, label, missing, placement)
         except LabError as exc:
             failures.append(f"{label} sweep: {exc}")
             continue
@@ -557,13 +563,14 @@ class _StoredProber(Prober):
 
 
 def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[str], None], label: str,
-                  missing: Missing) -> dict[str, Any] | None:
+                  missing: Missing, placement: Placement | None) -> dict[str, Any] | None:
     """The sweep's flips whose probes the store holds, as the sweep reports them (None:
-    not even its baseline); the others said in `missing`."""
-    ask = _sweep_ask(p, s, arch, log)
-    good_config = lab.prepare(ask.good).config
+    not even its baseline): those measured on the target of `placement`, as a run of the
+    study would take them; the others said in `missing`."""
+    ask = _sweep_ask(p, s, arch, log, placement)
+    good_config = (placement.prepare(ask.good) if placement is not None else lab.prepare(ask.good)).config
     prober = _StoredProber(store, ask.good, good_config.text, s.metrics, ask.mode, command="sweep",
-                           workloads=p.workloads)
+                           placement=placement, workloads=p.workloads)
     runs = p.runs or ask.mode.runs
     missing.flips[label] = len(ask.flips)
     try:
@@ -572,35 +579,20 @@ def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Call
         missing.sweeps[label] = ["the baseline", *(f"{o}={v}" for o, v in sorted(ask.flips.items()))]
         return None
     base = good_config.values
-    costs = sweep._radii(prober, base, ask.flips)   # the sweep's own order and radii (its private part)
     flips, lacking = [], []
-    for option in sorted(ask.flips, key=lambda o: (costs[o], o)):   # the sweep's own order
+    for option, radius in sweep.cheapest_first(prober, base, ask.flips).items():   # the sweep's own order
         value = ask.flips[option]
         try:
             probe = prober.probe(f"flip:{option}={value}", {option: value}, runs)
         except _NotInStore:
             lacking.append(f"{option}={value}")
             continue
-        flips.append(_stored_flip(sweep.Flip(option, value, costs[option]), base, baseline, probe, store, ask))
+        flips.append(sweep.measured_flip(sweep.Flip(option, value, radius), base, baseline, probe, store, ask.good,
+                                         ask.mode.name))
     missing.sweeps[label] = lacking
     result = sweep.SweepResult(ask.mode.name, s.metrics, {m: baseline.value(m) for m in s.metrics}, flips,
                                0, 0, 0.0).to_dict()
     return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
-
-
-def _stored_flip(flip: sweep.Flip, base: dict[str, str], baseline: Probe, probe: Probe, store: Store,
-                 ask: _SweepAsk) -> sweep.Flip:
-    """A flip as sweep.sweep describes it (what it changed, the CPU flaws it touches, its
-    effects by the verdict every cell follows), from probes the store held."""
-    sweep._describe_flip(flip, base, probe)   # sweep.sweep's own words for it (its private part)
-    touched = [flip.option, *(c.split("=", 1)[0] for c in flip.also_changed)]
-    mitigates = knowledge.flaws_by_option()
-    flip.flaws = list(dict.fromkeys([*(f for o in touched for f in mitigates.get(o, ())),
-                                     *vulnerabilities.built_by(touched)]))
-    flip.not_affected = vulnerabilities.inactive(
-        [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, ask.good.boot_words())
-    flip.effects = judge_probes(baseline.runs, probe.runs, ask.mode.name)
-    return flip
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

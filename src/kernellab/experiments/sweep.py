@@ -101,28 +101,19 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                                   workloads)
     runs = runs or mode.runs
     baseline = prober.probe("baseline", {}, runs)
-    costs = _radii(prober, prepared.config.values, flips)
-    order = sorted(flips, key=lambda o: (costs[o], o))
-    asks = {f"flip:{o}={flips[o]}": o for o in order}
+    costs = cheapest_first(prober, prepared.config.values, flips)
+    asks = {f"flip:{o}={flips[o]}": o for o in costs}
     results = []
     run_ids = list(baseline.run_ids)
-    mitigates = flaws_by_option()
-    with progress.task("sweep", len(order), "options flipped") as bar:
+    with progress.task("sweep", len(costs), "options flipped") as bar:
         def flipped(probe: Probe) -> None:
             option = asks[probe.label]
-            flip = Flip(option, flips[option], costs[option])
-            _describe_flip(flip, prepared.config.values, probe)
+            flip = measured_flip(Flip(option, flips[option], costs[option]), prepared.config.values, baseline,
+                                 probe, store, base, mode.name)
             log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s + flip.copy_s:.0f} s" if flip.built
                                                       else "cached")
                 + f" (~{flip.rebuild_objects} objects depend on it and what it brings along), "
                 + f"{probe.boots} boot(s)")
-            # What it brings along counts: RETHUNK=n takes the ITS thunks, forced on at boot, with it.
-            touched = [option, *(c.split("=", 1)[0] for c in flip.also_changed)]
-            flip.flaws = list(dict.fromkeys([*(f for o in touched for f in mitigates.get(o, ())),
-                                             *vulnerabilities.built_by(touched)]))
-            flip.not_affected = vulnerabilities.inactive(
-                [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, base.boot_words())
-            flip.effects = judge_probes(baseline.runs, probe.runs, mode.name)
             results.append(flip)
             run_ids.extend(probe.run_ids)
             bar.advance()
@@ -133,19 +124,34 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
                        provenances(store.run_workloads(r) for r in run_ids))
 
 
-def _radii(prober: Prober, base: dict[str, str], flips: dict[str, str]) -> dict[str, int]:
-    """Each flip's blast radius: the widest of the option and of what olddefconfig brings
-    along with it (FTRACE=y is named by no object, but the TRACING it brings by 1,223 of
-    x86_64 lab-minimal's 1,349: ordered first on its own radius, it cost a cold build)."""
+def cheapest_first(prober: Prober, base: dict[str, str], flips: dict[str, str]) -> dict[str, int]:
+    """Each flip's blast radius, cheapest first (then by name): the order a sweep flips them
+    in. The radius is the widest of the option and of what olddefconfig brings along with
+    it (FTRACE=y is named by no object, but the TRACING it brings by 1,223 of x86_64
+    lab-minimal's 1,349: ordered first on its own radius, it cost a cold build)."""
     brought = {o: {o, *differing(base, prober.resolve({o: v}))} for o, v in flips.items()}
     radius = prober.radius(sorted(set().union(*brought.values()))).recompiles
-    return {o: max(radius.get(c, 0) for c in changed) for o, changed in brought.items()}
+    costs = {o: max(radius.get(c, 0) for c in changed) for o, changed in brought.items()}
+    return {o: costs[o] for o in sorted(costs, key=lambda o: (costs[o], o))}
 
 
-def _describe_flip(flip: Flip, base: dict[str, str], probe: Probe) -> None:
-    """What the kernel really built: the flip, what came with it, what it refused."""
+def measured_flip(flip: Flip, base: dict[str, str], baseline: Probe, probe: Probe, store: Store,
+                  spec: VariantSpec, mode: str) -> Flip:
+    """`flip` as its probe measured it against the baseline's (both on the base `spec`, whose
+    resolved config is `base`): what the kernel really built (the flip, what came with it,
+    what it refused), the CPU flaws it touches and those no run's CPU had, and its effects
+    by the verdict every compare cell follows."""
     if probe.config.get(flip.option, "n") != flip.value:
         flip.dropped = [f"asked {d['option']}={d['asked']}, got {d['got']}" for d in probe.dropped]
     flip.also_changed = [f"{o}={v}" for o, v in differing(base, probe.config).items() if o != flip.option]
     flip.build_s, flip.built = probe.build.wall_s, not probe.build.cached
     flip.copy_s = probe.tree.copy_s if probe.tree else 0.0
+    # What it brings along counts: RETHUNK=n takes the ITS thunks, forced on at boot, with it.
+    touched = [flip.option, *(c.split("=", 1)[0] for c in flip.also_changed)]
+    mitigates = flaws_by_option()
+    flip.flaws = list(dict.fromkeys([*(f for o in touched for f in mitigates.get(o, ())),
+                                     *vulnerabilities.built_by(touched)]))
+    flip.not_affected = vulnerabilities.inactive(
+        [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, spec.boot_words())
+    flip.effects = judge_probes(baseline.runs, probe.runs, mode)
+    return flip

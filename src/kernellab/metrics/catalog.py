@@ -4,11 +4,15 @@ metrics of the workloads a command runs (registered by it: `add_workload_metrics
 A workload's metrics are described by its file (kernellab.workloads), which this module,
 beside it in the layers, does not read: the command that resolves the workloads (compare)
 registers their metrics here before anything reads the catalog, so that the tables, the
-gate, JSON and HTML treat `fio.read_iops` as they treat `syscall.null`."""
+gate, JSON and HTML treat `fio.read_iops` as they treat `syscall.null`. They are the
+command's own: registered within `command_scope`, which the command line opens around
+each command, they are gone when it ends (a later command in the same process, a test's
+or a library user's, knows only its own workloads' metrics)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -80,10 +84,23 @@ def _catalogued() -> dict[str, Metric]:
 
 
 def catalog() -> dict[str, Metric]:
-    """metrics.toml's metrics, and the workloads' this process registered."""
+    """metrics.toml's metrics, and the workloads' the running command registered."""
     if not _workload_metrics:
         return _catalogued()
     return {**_catalogued(), **_workload_metrics}
+
+
+@contextlib.contextmanager
+def command_scope() -> Iterator[None]:
+    """One command's workload metrics: it starts with none registered, and what it
+    registers is forgotten when it ends (what was registered around it comes back)."""
+    around = dict(_workload_metrics)
+    _workload_metrics.clear()
+    try:
+        yield
+    finally:
+        _workload_metrics.clear()
+        _workload_metrics.update(around)
 
 
 def add_workload_metrics(metrics: Iterable[Metric]) -> None:
