@@ -6,9 +6,12 @@ package. Here a shell of this machine poses as a remote one (it is not `here`, s
 copied) and runs the real agent; the ssh guest's test is in test_ssh_target.py."""
 
 import dataclasses
+import json
 import os
 import shlex
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,10 @@ from kernellab.agent.compile import agent_binary
 from kernellab.experiments import compare
 from kernellab.experiments.placement import Placement
 from kernellab.experiments.spec import Experiment, parse_short
+from kernellab.guest.workloads import Provenance
 from kernellab.store import Store
 from kernellab.targets import TargetOptions, running
-from kernellab.targets.machine import Facts
+from kernellab.targets.machine import OWNER_SCRIPT, Facts
 from kernellab.targets.running import COPY_SCRIPT, EXISTS_SCRIPT, AgentOptions, RunningTarget
 from kernellab.targets.shell import LocalShell, SshShell, parse_ssh_url, script
 from workloadfiles import workload_file
@@ -219,3 +223,76 @@ def test_a_command_removes_older_copies_of_what_it_uses_and_nothing_else(tmp_pat
     (tmp_path / "agent").write_bytes(b"agent three")
     third = target.copy(tmp_path / "agent", "agent")
     assert Path(second[0]).exists() and Path(third).exists()
+
+
+# -- which package each program came from, asked of the remote's dpkg ---------------------
+
+def hostile_program(tmp_path: Path) -> tuple[Path, str]:
+    """A directory for PATH and a program in it, both named with shell text."""
+    where = tmp_path / f"bin {HOSTILE.strip()}"
+    where.mkdir()
+    name = f"prog {HOSTILE.strip()}"
+    (where / name).write_text("#!/bin/sh\necho 'value: 1'\n")
+    (where / name).chmod(0o755)
+    return where, name
+
+
+def program_workloads(tmp_path: Path, *programs: str) -> list:
+    """One workload a program, each running it with no argument."""
+    return compare.resolve_workloads([str(workload_file(tmp_path, f"w{i}", "", command=json.dumps([p])))
+                                      for i, p in enumerate(programs)])
+
+
+def test_a_remotes_dpkg_is_asked_with_the_programs_as_script_arguments(tmp_path, monkeypatch):
+    """Through ssh's own argv (an `ssh` on PATH that runs the remote's command line with sh,
+    as the remote user's shell does): each program reaches the remote as one quoted
+    parameter of a constant script, whatever it holds; it is found in the remote's PATH as
+    the agent would find it, and said to be in no package; a name that is shell text stays
+    inert. Asked once per program in a command."""
+    fake = tmp_path / "fake-ssh"
+    fake.mkdir()
+    (fake / "ssh").write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\nfor last do :; done\n'
+                              'exec sh -c "$last"\n')
+    (fake / "ssh").chmod(0o755)
+    where, name = hostile_program(tmp_path)
+    monkeypatch.setenv("PATH", f"{fake}:{where}:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    target = RunningTarget(SshShell(parse_ssh_url("ssh://nas")), "ssh://nas")
+    target.__dict__["facts"] = Facts({"os_id": "debian"})
+    absent = HOSTILE.strip()
+    instances = program_workloads(tmp_path, name, absent)
+
+    packages = target.installed(instances)
+    assert packages.programs == {}
+    assert packages.unknown == {name: f"{where}/{name} on ssh://nas is in no Debian package",
+                                absent: f"{absent} is not found in PATH on ssh://nas"}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(PWNED)) == []
+    assert len((fake / "calls").read_text().splitlines()) > 0
+    (fake / "calls").unlink()
+    assert target.installed(instances) == packages and not (fake / "calls").exists()   # asked once
+
+
+def test_over_ssh_the_programs_asked_of_dpkg_are_quoted_arguments_of_a_constant_script():
+    program = f"/opt/x {HOSTILE}"
+    shell = SshShell(parse_ssh_url("ssh://root@nas:2222"))
+    argv = shell.argv(script(OWNER_SCRIPT, program, "fio"))
+    sh, dash_c, body = shlex.split(argv[-1])
+    assert (sh, dash_c) == ("sh", "-c") and body.endswith(OWNER_SCRIPT)
+    assert shlex.split(body.removesuffix(f"\n{OWNER_SCRIPT}")) == ["set", "--", program, "fio"]
+
+
+def test_a_remote_program_from_a_debian_package_has_its_version(tmp_path):
+    """The posing machine (this one) runs dash as sh: the package and version its dpkg gives."""
+    if not shutil.which("dpkg-query") or Path("/bin/sh").resolve().name != "dash":
+        pytest.skip("this machine's sh is not Debian's dash")
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dash"], capture_output=True,
+                             text=True).stdout
+    shell = PosingShell()
+    target = RunningTarget(shell, "ssh://posing")
+    target.__dict__["facts"] = Facts({"os_id": "debian"})
+    [inst] = program_workloads(tmp_path, "sh")
+    packages = target.installed([inst])
+    assert (packages.programs, packages.versions, packages.unknown) == ({"sh": "dash"}, {"dash": version}, {})
+    assert Provenance.of(inst, "ssh://posing", packages).line() == \
+        f"workload w0: sh {version} from Debian's dash on ssh://posing: sh"
+    assert [s.endswith(OWNER_SCRIPT) for s, _ in shell.sent] == [True]

@@ -10,14 +10,29 @@ the guest's userland is assembled for real here, from the fake apt of tests/test
 (its programs are never run: the fake QEMU reads the first cpio of the initramfs only).
 """
 
+import dataclasses
 import html
 import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from kernellab import apt, userland
+from kernellab.experiments import compare
+from kernellab.experiments.placement import Placement
+from kernellab.experiments.spec import Experiment, parse_short
+from kernellab.guest.workloads import Provenance
+from kernellab.store import Store
+from kernellab.targets import TargetOptions
+from kernellab.targets.machine import OWNER_SCRIPT, Facts, Owner, program_owners
+from kernellab.targets.shell import LocalShell
 from test_userland import TRIPLET, FakeApt, host_programs
 from test_workloads_everywhere import run_json, timed_workload
+from workloadfiles import workload_file
 
 REAL_SEGMENT = userland.segment   # the fake lab replaces it by an empty segment
 DASH = "0.5.12-2"
@@ -87,3 +102,103 @@ def test_sweep_and_bisect_results_written_before_they_named_their_workloads_are_
         written = json.loads(kinds.get(kind).render(result.to_dict(), "json"))
         assert "workloads" not in written
         assert not any(line.startswith("workload ") for line in show(lab, capsys, written, tmp_path).splitlines())
+
+
+# -- on a machine that runs its own programs: its dpkg says where each came from --------
+
+def dpkg_version(package):
+    """The version of `package` installed here, as dpkg says, or None."""
+    if shutil.which("dpkg-query") is None:
+        return None
+    done = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+    return done.stdout or None
+
+
+class CountingShell(LocalShell):
+    """This machine's shell, counting the times its dpkg is asked where programs came from."""
+
+    def __init__(self):
+        self.asked: list[list[str]] = []
+
+    def run(self, script, stdin=None, timeout_s=60.0):
+        if script.endswith(OWNER_SCRIPT):
+            self.asked.append(shlex.split(script.splitlines()[0])[2:])
+        return super().run(script, stdin, timeout_s)
+
+
+def run_local(tmp_path, shell, specs, runs=2):
+    """`compare running --target local --workload SPEC...`, through `shell`: its report and store."""
+    instances = compare.resolve_workloads(specs)
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    assert placement.machine is not None
+    placement.machine.shell = shell
+    exp = Experiment("local", [parse_short("running")])
+    how = compare.plan(exp, None, runs, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    store = Store(tmp_path / "s.sqlite")
+    report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
+    assert failures == []
+    return report, store
+
+
+def test_on_the_local_target_a_programs_version_is_its_debian_packages(tmp_path, monkeypatch):
+    """`sh` is dash's here (a merged-/usr machine's PATH finds /usr/bin/sh, which dpkg
+    records as /bin/sh): its version is dash's in the stored provenance and the report's
+    line. A program of no package, one not installed, and the workload's own program each
+    say why their version is not known. dpkg is asked once per program in a command."""
+    dash = dpkg_version("dash")
+    if dash is None or not Path("/bin/sh").resolve().name == "dash":
+        pytest.skip("this machine's sh is not Debian's dash")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "my-tool").write_text("#!/bin/sh\necho 'value: 7'\n")
+    (bin_dir / "my-tool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    (tmp_path / "own-program").write_text("#!/bin/sh\necho 'value: 8'\n")
+    specs = [str(workload_file(tmp_path, "shell", 'echo "value: $((1 + $1))"',
+                               command='["sh", "{workdir}/run.sh", "{n}"]')) + ":n=41",
+             str(workload_file(tmp_path, "mine", "", command='["my-tool"]')),
+             str(workload_file(tmp_path, "own", "", command='["own-program"]', extra='binaries = ["own-program"]')),
+             str(workload_file(tmp_path, "absent", "", command='["kl-not-installed"]'))]
+    shell = CountingShell()
+    report, store = run_local(tmp_path, shell, specs)
+    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    assert (values["shell.value"]["median"], values["mine.value"]["median"], values["own.value"]["median"]) == (
+        42, 7, 8)
+    runs = [r["id"] for r in report["variants"][0]["runs"]]
+    assert len(runs) == 2
+    assert shell.asked == [["sh", "my-tool", "kl-not-installed"]]   # once in the command, not once a run
+    stored = {w["label"]: Provenance.from_dict(w["provenance"]) for w in store.run_workloads(runs[1])}
+    assert {k: stored["shell:n=41"].to_dict()[k] for k in ("program", "version", "package", "package_versions",
+                                                           "target", "version_unknown")} == {
+        "program": "sh", "version": dash, "package": "dash", "package_versions": {"dash": dash},
+        "target": "local", "version_unknown": ""}
+    assert stored["shell:n=41"].line() == f"workload shell:n=41: sh {dash} from Debian's dash on local: " \
+                                          "sh '{workdir}/run.sh' 41"
+    assert stored["mine"].line() == (f"workload mine: my-tool (version not known: {bin_dir}/my-tool on this "
+                                     "machine is in no Debian package) on local: my-tool")
+    assert stored["own"].version_unknown == "the workload file's own program (binaries)"
+    assert stored["absent"].version_unknown == "kl-not-installed is not found in PATH on this machine"
+    assert all(stored[label].version is None for label in ("mine", "own", "absent"))
+
+
+def test_a_machine_not_debians_is_not_asked_and_says_so():
+    shell = CountingShell()
+    owners = program_owners(shell, Facts({"os_id": "fedora"}), ["fio"])
+    assert shell.asked == []
+    assert owners["fio"] == Owner(why="this machine is not Debian's (its os-release): only dpkg is asked which "
+                                      "package a program is from")
+
+
+def test_a_machine_without_dpkg_query_says_so(tmp_path, monkeypatch):
+    """A Debian-like machine whose PATH has no dpkg-query (a fake PATH of sh and what the
+    script needs, nothing else)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "readlink", "sed", "head", "printf"):
+        if (found := shutil.which(tool)) is not None:
+            (bin_dir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    owners = program_owners(LocalShell(), Facts({"os_id": "debian"}), ["sed"])
+    assert owners["sed"] == Owner(why="this machine has no dpkg-query")

@@ -437,8 +437,12 @@ def _workload_reader(options: RunOptions, sink: _StoreSink, info: TargetInfo, st
     if not options.workloads:
         return None
     # A guest runs the programs of the userland kernellab assembled; a machine its own.
-    guest = (guest_workloads.Packages() if target.capabilities.agent == "program"
-             else userland.installed(options.workloads, p.profile))
+    if target.capabilities.agent != "program":
+        guest = userland.installed(options.workloads, p.profile)
+    elif isinstance(target, targets.MachinePrograms):
+        guest = target.installed(options.workloads)
+    else:
+        guest = guest_workloads.Packages()
 
     def ended(e: guest_workloads.Ended) -> None:
         sink.flush()

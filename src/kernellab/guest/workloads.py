@@ -105,12 +105,31 @@ def register(instances: Sequence[Instance]) -> None:
 
 @dataclass(frozen=True)
 class Packages:
-    """What a guest's userland was assembled from (kernellab.userland): each Debian package's
-    version, and the package each program (an argv[0]) came from. Empty on a machine that
-    runs its own programs."""
+    """Where a run's programs came from: in a guest, the Debian packages kernellab assembled
+    its userland from (kernellab.userland); on a machine that runs its own programs, the
+    package its dpkg says owns each one (targets.running). Each package's version, the
+    package each program (an argv[0]) came from, and why a program's version is not known."""
 
     versions: Mapping[str, str] = field(default_factory=dict)
     programs: Mapping[str, str] = field(default_factory=dict)
+    unknown: Mapping[str, str] = field(default_factory=dict)   # program -> why no package versions it
+
+
+def machine_programs(instances: Sequence[Instance]) -> tuple[list[str], dict[str, str]]:
+    """The instances' programs (argv[0]) as a machine that runs its own sees them: those to
+    ask its package manager about, as the agent finds them (in PATH), and the workloads' own
+    (`binaries`, found first; a file in {workdir}), with why no package says their version."""
+    asked: list[str] = []
+    own: dict[str, str] = {}
+    for inst in instances:
+        program = inst.argv(WORKDIR)[0]
+        if program in binary_paths(inst.loaded):
+            own[program] = "the workload file's own program (binaries)"
+        elif WORKDIR in program:
+            own[program] = "a file the workload writes"
+        elif program not in asked:
+            asked.append(program)
+    return asked, own
 
 
 @dataclass(frozen=True)
@@ -127,22 +146,25 @@ class Provenance:
     argv: tuple[str, ...]                # "{workdir}" stands for the directory the agent gives it
     packages: tuple[str, ...]            # the Debian packages the workload names
     version: str | None = None           # the program's, from its package; None: not known
-    package: str | None = None           # the package the program came from in the guest's userland
+    package: str | None = None           # the package the program came from (the guest's userland, the machine's dpkg)
     package_versions: Mapping[str, str] = field(default_factory=dict)   # of `packages`, those the userland had
     target: str | None = None            # qemu, local, ssh://HOST, ...; None: a run stored before it was said
     params: Mapping[str, str] = field(default_factory=dict)
     fixed_work: bool = False
     why: str = ""
+    version_unknown: str = ""            # why `version` is None, when that was said
 
     @classmethod
     def of(cls, inst: Instance, target: str | None = None, guest: Packages = Packages()) -> Provenance:
-        """The provenance of `inst` run on `target`, whose userland `guest` describes."""
+        """The provenance of `inst` run on `target`, whose programs `guest` describes."""
         argv = inst.argv(WORKDIR)
         package = guest.programs.get(argv[0])
+        version = guest.versions.get(package) if package else None
         return cls(inst.workload.name, inst.label, str(inst.loaded.origin), argv[0], tuple(argv),
-                   tuple(inst.workload.packages), guest.versions.get(package) if package else None, package,
+                   tuple(inst.workload.packages), version, package,
                    {p: guest.versions[p] for p in inst.workload.packages if p in guest.versions}, target,
-                   dict(inst.params), inst.workload.fixed_work, inst.workload.why)
+                   dict(inst.params), inst.workload.fixed_work, inst.workload.why,
+                   "" if version else guest.unknown.get(argv[0], ""))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
@@ -151,17 +173,19 @@ class Provenance:
         return cls(data["workload"], data["label"], str(data.get("origin", "")), data["program"], argv,
                    tuple(data.get("packages") or ()), data.get("version"), data.get("package"),
                    dict(data.get("package_versions") or {}), data.get("target"), dict(data.get("params") or {}),
-                   bool(data.get("fixed_work", False)), data.get("why", ""))
+                   bool(data.get("fixed_work", False)), data.get("why", ""), data.get("version_unknown", ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "label": self.label, "origin": self.origin, "program": self.program,
                 "version": self.version, "package": self.package, "packages": list(self.packages),
                 "package_versions": dict(self.package_versions), "argv": list(self.argv), "target": self.target,
-                "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why}
+                "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why,
+                "version_unknown": self.version_unknown}
 
     def line(self) -> str:
         """One line of a report's header: which program, which version from where, the command line."""
-        version = f" {self.version}" if self.version else " (version not known)"
+        unknown = f": {self.version_unknown}" if self.version_unknown else ""
+        version = f" {self.version}" if self.version else f" (version not known{unknown})"
         source = f" from Debian's {self.package}" if self.package else ""
         where = f" on {self.target}" if self.target else ""
         return f"workload {self.label}: {self.program}{version}{source}{where}: {shlex.join(self.argv)}"

@@ -14,11 +14,11 @@ Capabilities, from which every constraint and refusal is derived (registry.check
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .. import modes as _modes
 from ..arches import ArchProfile
@@ -29,6 +29,8 @@ from ..guest.console import Console as Console
 from ..guest.console import Exit as Exit
 
 if TYPE_CHECKING:
+    from ..guest.workloads import Packages
+    from ..workloads import Instance
     from .fsimage import FsSpec
     from .running import RunningTarget
 
@@ -79,6 +81,14 @@ class Target(Protocol):
         or a program, as capabilities.agent says) with the agent's options and boot
         parameters in `cmdline`."""
         ...
+
+
+@runtime_checkable
+class MachinePrograms(Protocol):
+    """A target whose workloads run the programs its machine has installed (a running
+    machine's, targets.running): it says which Debian package each came from."""
+
+    def installed(self, instances: Sequence[Instance]) -> Packages: ...
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,20 @@ import re
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..guest.console import ConsoleLine
 from . import Capabilities, Exit, Target, TargetInfo, TargetOptions, Want, registry
 from .running import RunningConsole, RunningTarget, agent_options
 from .shell import SshShell, parse_ssh_url, script
+
+if TYPE_CHECKING:
+    from ..guest.workloads import Packages
+    from ..workloads import Instance
 
 COME_BACK_S = 300.0     # from `kexec -e` (or a reboot) to ssh answering again
 POLL_S = 0.5
@@ -114,6 +119,9 @@ class KexecTarget:
 
     def describe(self, mode: str) -> TargetInfo:
         return self.machine.describe(mode)
+
+    def installed(self, instances: Sequence[Instance]) -> Packages:
+        return self.machine.installed(instances)
 
     # -- before anything starts ---------------------------------------------------
 

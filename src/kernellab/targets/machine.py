@@ -53,6 +53,44 @@ else exit 3; fi
 """
 
 
+# For each program in "$@" (a name, or a path with a '/'): where the agent finds it (PATH
+# searched as execvp does, the agent's default PATH when it is empty), the Debian package
+# that owns that file and the package's version, as dpkg-query says; five NUL-terminated
+# fields per program: the program, "yes" or "no" (dpkg-query is there), the path (empty:
+# not found), the package and its version (empty: none). dpkg records a file under the
+# path its package ships, /bin/true on a merged-/usr machine whose PATH finds /usr/bin/true:
+# the file's path and its target's (readlink -f), each with and without /usr, are asked in
+# one call. A path dpkg-query would read as a pattern (with *?[\) is not asked.
+OWNER_SCRIPT = r"""set -f
+dpkg=yes
+command -v dpkg-query >/dev/null 2>&1 || dpkg=no
+usr() { case $1 in /usr/*) printf '%s' "${1#/usr}" ;; *) printf '/usr%s' "$1" ;; esac; }
+for prog in "$@"; do
+  path= package= version=
+  case $prog in
+    */*) [ -f "$prog" ] && [ -x "$prog" ] && path=$prog ;;
+    *) IFS=:
+       for dir in ${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}; do
+         [ -f "${dir:-.}/$prog" ] && [ -x "${dir:-.}/$prog" ] && { path=${dir:-.}/$prog; break; }
+       done
+       unset IFS ;;
+  esac
+  if [ -n "$path" ] && [ "$dpkg" = yes ]; then
+    real=$(readlink -f "$path" 2>/dev/null) || real=
+    case $path in /*) ;; *) path=$real ;; esac
+    real=${real:-$path}
+    case $path$real in
+      *[][*?\\]*) ;;
+      /*) package=$(dpkg-query -S "$path" "$(usr "$path")" "$real" "$(usr "$real")" 2>/dev/null |
+                    sed -n '/^diversion by /d; /^local diversion /d; s/: .*//; s/, .*//; p' | head -n 1) ;;
+    esac
+    [ -z "$package" ] || version=$(dpkg-query -W -f '${Version}' "$package" 2>/dev/null)
+  fi
+  printf '%s\0%s\0%s\0%s\0%s\0' "$prog" "$dpkg" "$path" "$package" "$version"
+done
+"""
+
+
 @dataclass(frozen=True)
 class Facts:
     values: dict[str, str] = field(default_factory=dict)
@@ -109,6 +147,45 @@ def read_facts(shell: Shell) -> Facts:
         if eq:
             values[key] = value.strip()
     return Facts(values)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where a program a machine runs came from: its Debian package and that package's
+    version, or why its version is not known."""
+    package: str | None = None
+    version: str | None = None
+    why: str = ""
+
+
+def program_owners(shell: Shell, facts: Facts, programs: list[str]) -> dict[str, Owner]:
+    """Each of `programs` (argv[0]s the agent runs there), with the Debian package that owns
+    it and its version, asked of the machine's dpkg in one script: the programs are its
+    arguments, never its text. A machine that is not Debian's is not asked."""
+    if not programs:
+        return {}
+    if not facts.debian:
+        why = f"{shell.where} is not Debian's (its os-release): only dpkg is asked which package a program is from"
+        return {program: Owner(why=why) for program in programs}
+    result = shell.run(script(OWNER_SCRIPT, *programs))
+    fields = result.stdout.split(b"\0")[:-1]
+    if result.code != 0 or len(fields) != 5 * len(programs):
+        why = f"dpkg-query on {shell.where} did not answer (exit {result.code}: {result.stderr.strip()[:200]})"
+        return {program: Owner(why=why) for program in programs}
+    return {program: _owner(shell.where, program, *(f.decode("utf-8", "replace") for f in fields[5 * i + 1:5 * i + 5]))
+            for i, program in enumerate(programs)}
+
+
+def _owner(where: str, program: str, dpkg: str, path: str, package: str, version: str) -> Owner:
+    if dpkg != "yes":
+        return Owner(why=f"{where} has no dpkg-query")
+    if not path:
+        return Owner(why=f"{program} is not found in PATH on {where}")
+    if not package:
+        return Owner(why=f"{path} on {where} is in no Debian package")
+    if not version:
+        return Owner(package, why=f"dpkg-query on {where} gives no version of {package}")
+    return Owner(package, version)
 
 
 def running_config(shell: Shell) -> tuple[str | None, str]:

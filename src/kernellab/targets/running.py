@@ -30,20 +30,25 @@ import hashlib
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..guest.console import BEFORE_INIT, ConsoleLine
 from ..guest.session import console_samples
+from ..guest.workloads import Packages, machine_programs
 from . import Capabilities, Target, TargetInfo, TargetOptions, Want, registry
-from .machine import Facts, arch_profile, kernel_log, read_facts
+from .machine import Facts, Owner, arch_profile, kernel_log, program_owners, read_facts
 from .shell import LocalShell, Script, Shell, script
 from .stream import ProcessConsole
+
+if TYPE_CHECKING:
+    from ..workloads import Instance
 
 AGENT_DIR = "/tmp/kernellab"  # where the agent (and what it reads) is copied on a remote machine
 # The agent's option naming its workloads file: a file on this machine, the user's own
@@ -168,6 +173,7 @@ class RunningTarget:
         self.asked_arch, self.block_dir = arch, block_dir
         self.capabilities = CAPABILITIES
         self._pruned: set[str] = set()   # the kinds of copy whose older copies this command removed
+        self._owners: dict[str, Owner] = {}   # each program asked of the machine's dpkg in this command
 
     @cached_property
     def facts(self) -> Facts:
@@ -184,6 +190,18 @@ class RunningTarget:
     def describe(self, mode: str) -> TargetInfo:
         details = {"target": self.shell.where, **self.facts.details()}
         return TargetInfo(f"hardware: {self.facts.description()}", details, TIMING)
+
+    def installed(self, instances: Sequence[Instance]) -> Packages:
+        """Where the instances' programs came from on the machine: the Debian package that
+        owns each and its version, or why not known; asked of its dpkg once per program in
+        a command (the machine's packages do not change under a run, nor with a kexec)."""
+        asked, own = machine_programs(instances)
+        new = [program for program in asked if program not in self._owners]
+        self._owners.update(program_owners(self.shell, self.facts, new))
+        owners = {program: self._owners[program] for program in asked}
+        return Packages({o.package: o.version for o in owners.values() if o.package and o.version},
+                        {program: o.package for program, o in owners.items() if o.package},
+                        {**{program: o.why for program, o in owners.items() if o.why}, **own})
 
     def install(self, agent: Path) -> str:
         """The agent's path on the machine."""
