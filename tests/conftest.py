@@ -46,22 +46,21 @@ def kernellab(*args, store_path, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
-# The x86_64 integration tests share one build tree, where a variant a few objects away
-# from the last build costs seconds and one that flips an option in widely included
-# headers costs most of a cold build, also on the way back. They run in one process, in
-# this order: with the README's `-n 2 --dist loadscope`, one pytest-xdist unit (the
-# x86_64 tree's build chain on one worker, handed out first; every other file's tests on
-# the other as it frees up, and on both once the chain is done). The ssh tests' guest kernel
-# (KEXEC selects CRASH_CORE: 845 of 1291 objects) is such a config: its tests run last,
-# so that the other tests' variants stay incremental builds of lab-minimal. The attribution
-# tests come after them and probe around the ssh guest's config (which compiles in their
-# DEBUG_PAGEALLOC too), a few objects at a time. The debug-cost study's debug kernel
-# (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own) and s390x are built
-# ahead in the background (tests/prefetch.py): the tests that need them come last, to give
-# that build the time the others leave a core idle. Tests that only boot lab-minimal
-# (whoever builds it first, the others wait for that build) need not be in that unit.
-_X86_TREE = ("test_crosscheck.py", "test_lab_integration.py", "test_profile_integration.py",
-             "test_workload_runs.py", "test_ssh_target.py", "test_attribution_integration.py")
+# The x86_64 integration tests that build variants share one build tree, where a variant a
+# few objects away from the last build costs seconds and one that flips an option in widely
+# included headers costs most of a cold build, also on the way back. They run in one
+# process, in this order: with the README's `-n 2 --dist loadscope`, one pytest-xdist unit
+# (the chain, on one worker, handed out first; every other file's tests on the other as it
+# frees up, and on both once the chain is done). The chain builds lab-minimal first and its
+# near variants; then the ssh tests' guest kernel (KEXEC selects CRASH_CORE: 845 of 1291
+# objects), so that the variants before it stay incremental builds of lab-minimal; then the
+# attribution tests, which probe around the ssh guest's config (which compiles in their
+# DEBUG_PAGEALLOC too), a few objects at a time. Tests that only boot lab-minimal (whoever
+# builds it first, the others wait for that build) are not in the chain. The debug-cost
+# study's debug kernel (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own)
+# and s390x are built ahead in the background (tests/prefetch.py): the tests that need them
+# come last.
+_X86_TREE = ("test_variants_integration.py", "test_ssh_target.py", "test_attribution_integration.py")
 _LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
          "test_attribution_integration.py")
 

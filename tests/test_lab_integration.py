@@ -1,4 +1,5 @@
-"""Integration: a real Debian 6.1 lab-minimal kernel, built and booted under QEMU."""
+"""Integration: a real Debian 6.1 lab-minimal kernel, built and booted under QEMU (its
+variants built in the shared tree: tests/test_variants_integration.py)."""
 
 import json
 import signal
@@ -184,30 +185,6 @@ def test_malformed_fragment_names_file_and_line(tmp_path):
     frag.write_text("CONFIG_HZ_100=y\nHZ=1000\n")
     result = kernellab("resolve", f"x=lab-minimal+{frag}", store_path=tmp_path / "s.sqlite")
     assert result.returncode == 2 and f"{frag}:2:" in result.stderr and "Traceback" not in result.stderr
-
-
-def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_needs(minimal, store):
-    """lab-minimal without the AF_ALG cipher sockets: the in-kernel AES metric says which
-    option it needs, never a zero. (An incremental rebuild of the shared build tree: two
-    objects of crypto/ and the link; CONFIG_UNIX=n, tried first, recompiled a third of it.)"""
-    from kernellab.experiments import compare
-    from kernellab.experiments.spec import Experiment
-
-    exp = Experiment("no-alg", [parse_short("base=lab-minimal"),
-                                parse_short("noalg=lab-minimal+CONFIG_CRYPTO_USER_API_SKCIPHER=n")])
-    words = "KL_ONLY=syscall.null,crypto.aes256cbc_kernel,crypto.aes256cbc_user"
-    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
-                                                                 cmdline_extra=words))
-    report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
-    assert failures == []
-    metrics = {m["name"]: m for m in report["metrics"]}
-    kernel = metrics["crypto.aes256cbc_kernel"]
-    assert kernel["values"]["noalg"] == {"not_available": "needs CONFIG_CRYPTO_USER_API_SKCIPHER"}
-    assert kernel["values"]["base"]["median"] > 0
-    assert "noalg" not in kernel["delta_pct"]
-    # The same cipher in user space, and a system call, need no such socket.
-    for name in ("syscall.null", "crypto.aes256cbc_user"):
-        assert metrics[name]["values"]["noalg"]["median"] > 0
 
 
 def test_timings_from_a_tick_resolution_clock_are_refused(minimal, store, tmp_path):

@@ -1,13 +1,42 @@
-"""Integration: the kernel's tick profiler on a real lab-minimal kernel (+CONFIG_PROFILING)
-while the agent runs the null system call."""
+"""Integration: variants of a real lab-minimal kernel a few objects away from it, built in
+the shared x86_64 build tree before the ssh tests' guest moves that tree two thirds of the
+way from lab-minimal (conftest.py's order): without the AF_ALG cipher sockets, and the
+kernel's tick profiler (+CONFIG_PROFILING) while the agent runs the null system call."""
 
 import json
 
 import pytest
 
 from conftest import kernellab
+from kernellab import modes
+from kernellab.experiments import lab
+from kernellab.experiments.spec import parse_short
 
 pytestmark = pytest.mark.integration
+
+
+def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_needs(minimal, store):
+    """lab-minimal without the AF_ALG cipher sockets: the in-kernel AES metric says which
+    option it needs, never a zero. (An incremental rebuild of the shared build tree: two
+    objects of crypto/ and the link; CONFIG_UNIX=n, tried first, recompiled a third of it.)"""
+    from kernellab.experiments import compare
+    from kernellab.experiments.spec import Experiment
+
+    exp = Experiment("no-alg", [parse_short("base=lab-minimal"),
+                                parse_short("noalg=lab-minimal+CONFIG_CRYPTO_USER_API_SKCIPHER=n")])
+    words = "KL_ONLY=syscall.null,crypto.aes256cbc_kernel,crypto.aes256cbc_user"
+    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
+                                                                 cmdline_extra=words))
+    report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
+    assert failures == []
+    metrics = {m["name"]: m for m in report["metrics"]}
+    kernel = metrics["crypto.aes256cbc_kernel"]
+    assert kernel["values"]["noalg"] == {"not_available": "needs CONFIG_CRYPTO_USER_API_SKCIPHER"}
+    assert kernel["values"]["base"]["median"] > 0
+    assert "noalg" not in kernel["delta_pct"]
+    # The same cipher in user space, and a system call, need no such socket.
+    for name in ("syscall.null", "crypto.aes256cbc_user"):
+        assert metrics[name]["values"]["noalg"]["median"] > 0
 
 
 def profile(tmp_path, store_name):
