@@ -1,4 +1,4 @@
-"""Kernels the integration tests need late, built ahead on the core the tests leave idle.
+"""Kernels the integration tests need last, built ahead in the background, beside the tests.
 
 A cold run of the test command builds about 45 CPU-minutes of kernels, and spends about
 as long in QEMU boots and the fake lab's tests. The kernels that no other test builds

@@ -67,8 +67,9 @@ def test_the_build_counts_the_objects_kbuild_compiles_as_make_runs(tmp_path):
                          "echo '  CC [M]  not-a-quiet-line'; sleep 0.7\n")
     fake_make.chmod(fake_make.stat().st_mode | stat.S_IEXEC)
     bar = RecordingTask()
-    wall, _user, _sys, rc = build._timed_make([str(fake_make)], dict(os.environ), tmp_path / "build.log", bar)
-    assert rc == 0
+    wall, _user, _sys, rc, compiled = build._timed_make([str(fake_make)], dict(os.environ), tmp_path / "build.log",
+                                                         bar)
+    assert rc == 0 and compiled == 6   # what the build records: the bar's last count
     # Polled twice a second while make runs: 4 objects by the first sleep's end, 5 at the
     # second (LD links; "CC [M]" is a module, which lab kernels do not build, and counts too).
     assert bar.completed[0] >= 4 and bar.completed[-1] == 6

@@ -420,7 +420,7 @@ def build_checkout(source: Source) -> Iterator[BuildSource]:
     if repo is None:
         yield BuildSource(source.tree)
         return
-    entry = paths.cache_dir("sources") / repository_name(repo)
+    entry = paths.cache_dir("sources") / paths.component("repository", repository_name(repo))
     with locked(entry):
         previous = _move_checkout(entry, repo, source.content_hash)
         try:
