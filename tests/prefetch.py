@@ -1,6 +1,6 @@
 """Kernels the integration tests need last, built ahead in the background, beside the tests.
 
-A cold run of the test command builds about 45 CPU-minutes of kernels, and spends about
+A cold run of the test command builds about 50 CPU-minutes of kernels, and spends about
 as long in QEMU boots and the fake lab's tests. The kernels that no other test builds
 around, s390x lab-minimal (a tree of its own) and the debug-cost study's debug kernel
 (lockdep: a rebuild of every object, also on the way back; built in a tree of its own, so
