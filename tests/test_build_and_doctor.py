@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from fakes import each_in_a_thread
 from kernellab import doctor
 from kernellab.build import _timed_make, first_error
 from kernellab.progress import Task
@@ -73,27 +74,14 @@ def test_a_kernel_another_build_is_making_is_waited_for_and_taken_not_made_twice
     """Two builds of one kernel at once, each in a tree of its own (as tests/prefetch.py
     builds ahead beside the shared tree): one runs make, the other waits for it and takes
     its build; neither tree is used by both."""
-    import threading
-
     from kernellab.experiments import lab as lab_stage
     from kernellab.experiments.spec import parse_short
     from kernellab.store import Store
 
     prepared = lab_stage.prepare(parse_short("a=tinyconfig", str(lab.tree)))
-    results, errors = {}, []
-
-    def build(name):
-        try:
-            results[name] = lab_stage.ensure_built(prepared, Store(tmp_path / f"{name}.sqlite"),
-                                                   where=lambda: tmp_path / f"tree-{name}")
-        except Exception as exc:   # shown by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=build, args=(name,)) for name in ("one", "two")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = each_in_a_thread(
+        lambda name: lab_stage.ensure_built(prepared, Store(tmp_path / f"{name}.sqlite"),
+                                            where=lambda: tmp_path / f"tree-{name}"), ("one", "two"))
     assert errors == []
     made = [name for name, b in results.items() if not b.cached]
     assert len(made) == 1, results

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes import each_in_a_thread
 from githistory import commit, edit, git
 from kernellab import cache, sources
 from kernellab.experiments import lab as lab_stage
@@ -114,19 +115,8 @@ def test_builds_of_two_commits_at_once_take_turns_in_the_checkout(lab, history, 
 
     monkeypatch.setattr(sources, "build_checkout", checkout)
     monkeypatch.setattr(builder, "_timed_make", make)
-    results, errors = {}, []
-
-    def build(name):
-        try:
-            results[name] = build_at(lab, repo, shas[name], where=lambda: lab.tmp / f"tree-{name}")
-        except Exception as exc:   # shown by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=build, args=(name,)) for name in ("B", "C")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = each_in_a_thread(
+        lambda name: build_at(lab, repo, shas[name], where=lambda: lab.tmp / f"tree-{name}"), ("B", "C"))
     assert errors == [] and sorted(asked) == sorted([shas["B"], shas["C"]])
     assert {"fork_marker", "page_tables"} <= symbols(results["B"]) and "extra_marker" not in symbols(results["B"])
     assert {"fork_marker", "extra_marker"} <= symbols(results["C"]) and "page_tables" not in symbols(results["C"])

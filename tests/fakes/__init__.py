@@ -27,6 +27,7 @@ import dataclasses
 import signal
 import sqlite3
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +91,25 @@ def compare_json(lab: FakeLab, capsys, *args: str, expect: int = 0) -> tuple[dic
     err = capsys.readouterr().err
     assert rc == expect, err
     return (json.loads(out.read_text()) if out.exists() else None), err
+
+
+def each_in_a_thread(work, names) -> tuple[dict, list]:
+    """`work(name)` for each name, all at once in threads: -> ({name: its result}, the
+    exceptions raised), for tests of what two commands do when they meet."""
+    results, errors = {}, []
+
+    def one(name):
+        try:
+            results[name] = work(name)
+        except Exception as exc:   # the caller asserts on it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors
 
 
 def patch_arches(binary: str) -> None:
