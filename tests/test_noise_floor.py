@@ -2,6 +2,9 @@
 sees is its floor, kept per kernel, and the reports, the gate and bisect read it."""
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +24,41 @@ def test_the_floor_is_the_largest_change_a_neutral_flip_causes(lab, capsys):
     assert result["by"]["proc.fork_exit"] == "CONFIG_FAKE_LAYOUT_8"
     assert result["pct"]["syscall.null"] == 0
     assert len(result["flips"]) == 8 and "8 neutral options flipped on tinyconfig in icount mode" in result["measured"]
+
+
+def test_the_base_boots_once_and_its_floor_has_only_what_it_measures(lab, capsys):
+    """The boot that finds what the base measures is the sweep's baseline: one boot of the
+    base, then one per flip; a metric the kernel does not measure has no floor."""
+    result = measure(lab, capsys)
+    names = [r["name"] for r in lab.runs()]
+    assert names.count("probe:baseline") == 1 and len(names) == 9
+    assert "syscall.null" in result["pct"] and "ipc.unix_rtt" not in result["pct"]   # n/a without CONFIG_UNIX
+
+
+def test_a_floor_on_dask_workers_is_the_serial_one(lab, capsys, monkeypatch):
+    """--workers N as sweep takes it: the same floor as measured here, one flip after another."""
+    pytest.importorskip("distributed")
+    from fakes import LAB_ENVIRONMENT, point_worker
+    from kernellab.experiments import executor
+    connect = executor.connect
+
+    def pointed(workers, address):
+        """The command's own local cluster, its workers booting this test's fake QEMU."""
+        cluster = connect(workers, address)
+        cluster.client.run(sys.path.insert, 0, str(Path(__file__).parent))
+        cluster.client.run(point_worker, {name: os.environ.get(name) for name in LAB_ENVIRONMENT}, os.getcwd(),
+                           str(lab.qemu))
+        return cluster
+
+    monkeypatch.setattr(executor, "connect", pointed)
+    parallel = measure(lab, capsys, "--workers", "2")
+    assert len(lab.runs()) == 9
+    for suffix in ("", "-wal", "-shm"):   # measured again here, from a store of none of those runs
+        Path(f"{lab.store}{suffix}").unlink(missing_ok=True)
+    serial = measure(lab, capsys)
+    assert parallel["pct"]["proc.fork_exit"] == pytest.approx(4.0)
+    assert (parallel["pct"], parallel["by"], sorted(parallel["flips"])) == (serial["pct"], serial["by"],
+                                                                          sorted(serial["flips"]))
 
 
 def test_a_change_within_the_floor_is_no_difference_in_report_and_gate(lab, capsys):

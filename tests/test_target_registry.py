@@ -4,6 +4,7 @@ compare, sweep and bisect on it through the command line, and its refusals come 
 capabilities it declares, not from a test of its name."""
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -157,8 +158,8 @@ def test_every_probe_of_a_noise_floor_runs_on_the_target_asked(lab, capsys, boar
                     "--target", "fakeboard:one") == 0, capsys.readouterr().err
     result = json.loads(capsys.readouterr().out)
     assert len(result["flips"]) == 8 and result["pct"]["proc.fork_exit"] == pytest.approx(4.0)
-    # The boot that finds what the base measures, the sweep's baseline and the eight flips.
-    assert len(board) == len(lab.runs()) == 10
+    # The base once (the boot that finds what it measures is the sweep's baseline) and the eight flips.
+    assert len(board) == len(lab.runs()) == 9
     assert {t for t, _ in targets_of_runs(lab)} == {"fakeboard"}
 
 
@@ -179,3 +180,98 @@ def test_every_boot_of_a_study_run_and_of_its_sweep_is_on_the_target_asked(lab, 
         assert sum(len(s["flips"]) for s in swept) == found, where
         out.unlink(missing_ok=True)
 
+
+
+PROGRAM_CAPS = Capabilities(boots_kernels=True, measures_running=False, deterministic=True, agent="program")
+
+
+class ProgramBoard:
+    """A machine that boots built kernels and runs the agent as a program there (as a kexec'd
+    ssh host does): it records the agent and command line it is asked to boot with; the fake
+    QEMU, which takes an initramfs, boots the kernel with an empty one."""
+    name = "fakemachine"
+    capabilities = PROGRAM_CAPS
+
+    def __init__(self, want: Want, asked: list[tuple[str, str]], empty: Path):
+        self.asked, self.empty = asked, empty
+        self.qemu = QemuTarget(want.profile, want.scratch_mib, "tcg")
+
+    def describe(self, mode):
+        return TargetInfo("fake machine", {}, "the fake QEMU's icount")
+
+    def start(self, kernel, agent, cmdline, mode, timeout_s):
+        self.asked.append((str(agent), cmdline))
+        return self.qemu.start(kernel, self.empty, cmdline, mode, timeout_s)
+
+
+class FakeMachineSite:
+    """A machine of its own (whose running kernel `running` means), posed by a scripted shell."""
+    name = "fakemachine"
+    capabilities = PROGRAM_CAPS
+    machine = None
+    asked: list[tuple[str, str]] = []
+    empty = Path()
+
+    def __init__(self, spec, options):
+        self.spec = spec
+
+    def target(self, want, log):
+        return ProgramBoard(want, FakeMachineSite.asked, FakeMachineSite.empty)
+
+
+@pytest.fixture
+def machine(lab):
+    """fakemachine:NAME, whose kernel runs the fake tree's release with a config of
+    CONFIG_FAKE_SLOW=y (its system calls 25% slower), in a copy of the fake tree that has
+    CONFIG_PROFILING (-> that tree)."""
+    from kernellab import initramfs
+    from kernellab.experiments import lab as stage
+    from kernellab.experiments.spec import parse_short
+    from kernellab.targets.running import RunningTarget
+    from kernellab.targets.shell import LocalShell, Result
+    from test_real_machines import ScriptedShell
+    tree = lab.tmp / "profiling-tree"
+    shutil.copytree(lab.tree, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    kconfig = tree / "Kconfig"
+    kconfig.write_text(kconfig.read_text() + '\nconfig PROFILING\n\tbool "Profiling support"\n')
+    running = stage.prepare(parse_short("running=tinyconfig+CONFIG_FAKE_SLOW=y", str(tree), "x86_64")).config.text
+    facts = RunningTarget(LocalShell(), "local").facts.values | {"release": "6.1.0-fake", "machine": "x86_64"}
+    shell = ScriptedShell({'echo "release=': Result(0, "".join(f"{k}={v}\n" for k, v in facts.items()).encode(), ""),
+                           "config.gz": Result(0, b"/boot/config-6.1.0-fake\n" + running.encode(), "")})
+    FakeMachineSite.machine = RunningTarget(shell, "ssh")
+    FakeMachineSite.asked = []
+    FakeMachineSite.empty = lab.tmp / "empty.cpio"
+    FakeMachineSite.empty.write_bytes(initramfs.build_cpio({}))
+    registry.entries()
+    registry.register("fakemachine:", FakeMachineSite, PROGRAM_CAPS, "fakemachine:NAME")
+    try:
+        yield tree
+    finally:
+        registry.unregister("fakemachine:")
+
+
+def test_a_profile_boots_on_the_target_with_its_agent_and_its_running_kernels_config(lab, capsys, machine,
+                                                                                       monkeypatch):
+    """profile --target: `running` is the target machine's kernel (not this machine's), the
+    agent is the program that target runs, every boot is there; and a profile of the same
+    kernels again is taken from the store, measured there."""
+    from types import SimpleNamespace
+
+    from kernellab import profiler
+    # The fake QEMU's kernel has no tick profiler: its profile, and the symbols it is read by, faked.
+    monkeypatch.setattr(profiler.Profile, "from_console", classmethod(lambda cls, console, origin: cls(4, {0: 5}, 5)))
+    monkeypatch.setattr(profiler, "TextSymbols", lambda vmlinux: SimpleNamespace(start=0, function=lambda a: "f"))
+    args = ("profile", "a=running", "b=running+CONFIG_DEBUG_KERNEL=y", "--metric", "syscall.null", "--repeats", "3",
+            "--source", str(machine), "--format", "json", "--target", "fakemachine:x")
+    assert lab.main(*args) == 0, capsys.readouterr().err
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    # The machine's config (CONFIG_FAKE_SLOW=y: syscall.null 95 ns * 1.25) is what was built and measured.
+    assert [k["metric_value"] for k in kernels] == [pytest.approx(118.75)] * 2
+    asked = FakeMachineSite.asked
+    assert len(asked) == 2 and {t for t, _ in targets_of_runs(lab)} == {"fakemachine"}
+    for agent, cmdline in asked:
+        assert Path(agent).read_bytes()[:4] == b"\x7fELF"   # the agent program, not an initramfs
+        assert "profile=2 KL_PROFILE=1 KL_ONLY=syscall.null" in cmdline
+    assert lab.main(*args) == 0
+    assert [k["run"] for k in json.loads(capsys.readouterr().out)["kernels"]] == [k["run"] for k in kernels]
+    assert len(asked) == 2

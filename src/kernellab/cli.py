@@ -536,8 +536,9 @@ def cmd_noise_floor(args: argparse.Namespace) -> int:
     run_workloads = compare.resolve_workloads(args.workload or [])
     placement = _placement(args)
     placement.adapt(base)
-    result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=placement,
-                           workloads=run_workloads)
+    with _cluster(args) as cluster:
+        result = floor.measure(_store(args), base, modes.get(args.mode), options, log=_log, placement=placement,
+                               workloads=run_workloads, cluster=cluster)
     path = floor.save(placement.prepare(base), result)
     _log(f"noise floor written to {path}; compare, the gate, sweep and bisect of these kernels use it")
     _output(kinds.get("noise-floor").render(result.to_dict(), args.format), None)
@@ -965,14 +966,16 @@ def _roff_examples() -> str:
 
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
-    lava.check_job_options(args.device_type, args.artifact_url, args.console, args.timeout)  # before a build
+    run_workloads = compare.resolve_workloads(args.workload or [])
+    lava.check_job_options(args.device_type, args.artifact_url, args.console, args.timeout,  # before a build
+                           run_workloads)
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, _store(args), log=_log)
-    initrd = lab.initramfs_for(p)
-    options = lab.RunOptions(mode="wall", timeout_s=args.timeout)
+    initrd = lab.initramfs_for(p, run_workloads)   # with the workloads' userland, as a QEMU guest's
+    options = lab.RunOptions(mode="wall", timeout_s=args.timeout, workloads=run_workloads)
     job = lava.job_definition(p, build, initrd, options, args.device_type, args.artifact_url, args.console,
                               args.kernel_type, args.boot_method)
-    _output(lava.job_yaml(job, p, build, initrd, args.variant), args.output)
+    _output(lava.job_yaml(job, p, build, initrd, args.variant, args.workload or []), args.output)
     url = args.artifact_url.rstrip("/")
     _log(f"serve {build.image} as {url}/{build.image.name} and {initrd} as {url}/{initrd.name}")
     return 0
@@ -980,21 +983,43 @@ def cmd_lava_job(args: argparse.Namespace) -> int:
 
 def cmd_import_lava(args: argparse.Namespace) -> int:
     lava.check_device_type(args.device_type)
+    run_workloads = compare.resolve_workloads(args.workload or [])
+    # The run's report, when asked for (-o, --format): a compare report of its one variant.
+    report_format = (_output_format(kinds.get("compare"), args.format, args.output)
+                     if args.format or args.output else None)
     log = read_log(Path(args.log))  # a log that is none fails before any build
     lava.check_records(log)
     job = lava.job_id(log, args.job_id)
     store = _store(args)
     earlier = lava.imported_run(store, job)
-    if earlier is not None:   # says what the first import said: the job's run failed, or not
+    if earlier is not None and report_format is None:   # says what the first import said: failed, or not
         status = lava.imported_status(store, earlier)
-        print(f"job {job} already imported as run {earlier}" + ("" if status == "ok" else f" ({status})"))
+        print(_imported_before(job, earlier, status))
         return 0 if status == "ok" else 1
     p = lab.prepare(_variant(args.variant, args))
     build = lab.ensure_built(p, store, log=_log)
-    outcome = lava.import_log(p, build, store, log, args.device_type, job, lab.initramfs_for(p))
-    print(f"job {job}: run {outcome.run_id}, {outcome.status}, {outcome.samples} samples"
-          + (f" ({outcome.reason})" if outcome.reason else ""))
-    return 0 if outcome.status == "ok" else 1
+    if earlier is not None:
+        run_id, status = earlier, lava.imported_status(store, earlier)
+        said = _imported_before(job, earlier, status)
+    else:
+        outcome = lava.import_log(p, build, store, log, args.device_type, job, lab.initramfs_for(p, run_workloads),
+                                  run_workloads)
+        run_id, status = outcome.run_id, outcome.status
+        said = (f"job {job}: run {outcome.run_id}, {outcome.status}, {outcome.samples} samples"
+                + (f" ({outcome.reason})" if outcome.reason else ""))
+    if report_format is None or args.output:
+        print(said)
+    else:
+        _log(said)   # the report takes stdout
+    if report_format is not None:
+        view = kinds.View(screen=_screen(args))
+        _output(kinds.get("compare").render(lava.run_report(p, build, store, run_id), report_format, view),
+                args.output)
+    return 0 if status == "ok" else 1
+
+
+def _imported_before(job: str, run_id: int, status: str) -> str:
+    return f"job {job} already imported as run {run_id}" + ("" if status == "ok" else f" ({status})")
 
 
 def _at_least_one(text: str) -> int:
@@ -1570,6 +1595,7 @@ def parser() -> argparse.ArgumentParser:
     format_opt(nf, "table", "json")
     variant_opts(nf)
     target_opts(nf, accel="tcg")
+    cluster_opts(nf)
 
     st = sub.add_parser("study", help="the seed studies (and your own study files), each redone by one command")
     st_sub = st.add_subparsers(dest="study_command", metavar="COMMAND",
@@ -1686,6 +1712,7 @@ def parser() -> argparse.ArgumentParser:
     lj.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds the kernel and the agent may take once the bootloader starts them")
     lj.add_argument("--output", "-o", help="write the job to a file")
+    workload_opt(lj, ", run on the board from the Debian userland the job's ramdisk carries, as in QEMU")
     variant_opts(lj)
 
     sz = command("size", "where the image's bytes go: symbols (as scripts/bloat-o-meter) and directories, "
@@ -1721,6 +1748,10 @@ def parser() -> argparse.ArgumentParser:
     il.add_argument("variant", help="the variant the job booted (as given to lava-job)")
     il.add_argument("--device-type", required=True, help="the lab's device type the job ran on")
     il.add_argument("--job-id", help="the job's number (default: from the log's dispatcher paths)")
+    workload_opt(il, ", as given to lava-job (the job's header says them)")
+    il.add_argument("--format", choices=[f for f in kinds.get("compare").formats if f != "junit"],
+                    help="write the run's report too, as compare writes it (default with -o: from its name)")
+    il.add_argument("--output", "-o", help="write the run's report to a file")
     variant_opts(il)
     _add_examples(top)
     return top

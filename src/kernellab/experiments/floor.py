@@ -30,9 +30,8 @@ from ..report.model import NoiseFloor
 from ..report.noisefloor import NOISE_FLOOR
 from ..store import Store
 from ..workloads import Instance
-from . import lab, sweep
+from . import executor, lab, sweep
 from .placement import Placement
-from .probe import Prober
 from .spec import VariantSpec
 
 MIN_FLIPS = 8
@@ -108,11 +107,12 @@ class Floor:
 
 def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str] | None = None,
             log: Callable[[str], None] = print, placement: Placement | None = None,
-            workloads: tuple[Instance, ...] = ()) -> Floor:
+            workloads: tuple[Instance, ...] = (), cluster: executor.Cluster | None = None) -> Floor:
     """`workloads`: real programs every run measures too, whose metrics get a floor as well
     (their metrics registered: compare.resolve_workloads). `placement`: where every probe
     boots, the baseline and each flip alike (None: QEMU TCG); a floor of two machines
-    would be no floor of either."""
+    would be no floor of either. `cluster`: the probes build and boot on its workers, as a
+    sweep's do."""
     if not mode.deterministic:
         exact = [m.name for m in modes.deterministic()]
         raise LabError(f"the noise floor is measured in a deterministic mode ({', '.join(exact)}): "
@@ -120,22 +120,23 @@ def measure(store: Store, base: VariantSpec, mode: modes.Mode, options: list[str
     names = [n if n.startswith("CONFIG_") else f"CONFIG_{n}" for n in options or [o.name for o in neutral_options()]]
     if len(names) < MIN_FLIPS:
         raise LabError(f"a noise floor needs at least {MIN_FLIPS} neutral options, got {len(names)}")
+    if placement is not None:   # a target that cannot boot its probes: one line, before any config is resolved
+        placement.for_probes("noise-floor", mode.name, base)
     prepared = placement.prepare(base) if placement is not None else lab.prepare(base)   # `running`: the target's
     # An option the base's config does not list is unknown to the tree or has an unmet
     # dependency there: refused before any build.
     absent = [n for n in names if n not in prepared.config.values]
     names = [n for n in names if n not in absent]
-    # The metrics this kernel measures (one boot of the base, which the sweep reuses).
-    candidates = floor_metrics(mode) + workload_metrics(workloads, mode)
-    seen = Prober(store, base, prepared.config.text, candidates, mode, tolerant=True, placement=placement,
-                  command="noise-floor", workloads=workloads).probe("baseline", {})
-    metrics = [m for m in candidates if seen.runs[m]]
     refused = [f"{n} (not in {base.name}'s config: unknown here, or a dependency is unmet)" for n in absent]
     if len(names) < MIN_FLIPS:
         raise LabError(f"only {len(names)} of the neutral options could be set on {base.name} "
                        f"(refused: {', '.join(refused)}); a floor needs {MIN_FLIPS}")
-    result = sweep.sweep(store, base, {n: "y" for n in names}, metrics, mode, log=log, placement=placement,
-                         workloads=workloads)
+    # Every metric this kernel could measure is asked; the sweep's one boot of the base
+    # finds those it does measure, and the floor is theirs.
+    candidates = floor_metrics(mode) + workload_metrics(workloads, mode)
+    result = sweep.sweep(store, base, {n: "y" for n in names}, candidates, mode, log=log, cluster=cluster,
+                         placement=placement, workloads=workloads, command="noise-floor", measured_only=True)
+    metrics = result.metrics
     applied = [f for f in result.flips if not f.dropped]
     refused += [f"{f.option} ({'; '.join(f.dropped)})" for f in result.flips if f.dropped]
     if len(applied) < MIN_FLIPS:

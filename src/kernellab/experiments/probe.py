@@ -165,6 +165,14 @@ class Prober:
         assert prepared.toolchain is not None   # a probe is a kernel kernellab builds
         return kconfig.needs(kconfig.open_tree(prepared.source, prepared.profile, prepared.toolchain), options)
 
+    def keep_measured(self, probe: Probe) -> list[str]:
+        """Only the metrics `probe` measured from now on, each then required of every probe
+        (the boots still ask all that were asked, so that every probe boots alike): those."""
+        self.metrics = [m for m in self.metrics if probe.runs[m]]
+        probe.runs = {m: probe.runs[m] for m in self.metrics}
+        self.tolerant = False
+        return self.metrics
+
     def more_runs(self, probe: Probe, runs: int = 1) -> None:
         """Bring the probe up to `runs` runs, reusing matching runs already in the store."""
         self._complete([(probe, lab.prepare(self._spec(probe.label, probe.requested)))], runs)

@@ -34,27 +34,35 @@ class Profiled:
 
 def profile(store: Store, spec: VariantSpec, metric: str, mode: str, repeats: int,
             log: Callable[[str], None] = print, placement: Placement | None = None) -> Profiled:
+    """`placement`: where it boots (None: QEMU TCG): the kernel built as for that target (of
+    its arch; `running`: the target machine's kernel), measured by the agent as that target
+    takes it."""
     if describe(metric, "").source != "agent":
         raise LabError(f"--metric {metric}: profile needs a metric the agent runs (see `kernellab metrics`)")
-    place = placement.for_probes("profile", mode, spec) if placement is not None else None
-    prepared = lab.prepare(replace(spec, options=[*spec.options, PROFILING]))
+    # Always a kernel it builds: `running` becomes running+CONFIG_PROFILING=y before the target sees it.
+    profiled = replace(spec, options=[*spec.options, PROFILING])
+    if placement is not None:
+        placement.adapt(profiled)
+    place = placement.for_probes("profile", mode, profiled) if placement is not None else lab.default_target
+    prepared = placement.prepare(profiled) if placement is not None else lab.prepare(profiled)
     if prepared.toolchain is None:
         raise LabError(f"variant {spec.name}: profile builds its kernel with {PROFILING}: give a config, "
                        "not a running or prebuilt kernel")
     if prepared.config.values.get("CONFIG_PROFILING") != "y":
         raise LabError(f"variant {spec.name}: {PROFILING} does not hold in this config")
     build = lab.ensure_built(prepared, store, log=log)
-    initrd = lab.initramfs_for(prepared)
     options = lab.RunOptions(mode, repeats=repeats,
                              cmdline_extra=f"profile={profiler.SHIFT} KL_PROFILE=1 KL_ONLY={metric} "
                                            f"KL_TARGET_US={TARGET_US}")
-    target = place(prepared, build, options) if place is not None else None
-    earlier = lab.on_target(store, store.finished_runs(build.key, mode, options.key(initrd, prepared.spec)),
-                            target.name if target is not None else None)
+    target = place(prepared, build, options)
+    agent = lab.agent_for(prepared, target)
+    # A run is reused only where it was measured (any QEMU run, without --target).
+    earlier = lab.on_target(store, store.finished_runs(build.key, mode, options.key(agent, prepared.spec)),
+                            target.name if placement is not None else None)
     if earlier:
         run_id, reused = earlier[-1], True
     else:
-        outcome = lab.run(prepared, build, store, options, initrd, target)
+        outcome = lab.run(prepared, build, store, options, agent, target)
         if outcome.status != "ok":
             raise LabError(f"variant {spec.name}: run {outcome.run_id} {outcome.status}: {outcome.reason} "
                            f"(console log: kernellab log {outcome.run_id})")

@@ -87,9 +87,13 @@ def flips_from_toggles(base: dict[str, str], toggles: list[str]) -> dict[str, st
 def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[str],
           mode: modes.Mode, runs: int | None = None,
           log: Callable[[str], None] = print, cluster: executor.Cluster | None = None,
-          placement: Placement | None = None, workloads: tuple[Instance, ...] = ()) -> SweepResult:
+          placement: Placement | None = None, workloads: tuple[Instance, ...] = (),
+          command: str = "sweep", measured_only: bool = False) -> SweepResult:
     """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once.
-    `workloads`: real programs each probe runs, for the WORKLOAD.METRIC names in `metrics`."""
+    `workloads`: real programs each probe runs, for the WORKLOAD.METRIC names in `metrics`.
+    `command`: whose probes these are, for a target's refusal. `measured_only`: `metrics`
+    are candidates, those the baseline's kernel does not measure left out (the noise
+    floor's: its baseline's one boot finds them; every probe asks all of them, alike)."""
     start = time.monotonic()
     if runs is not None and runs < 1:
         raise LabError(f"--runs must be at least 1, got {runs}")
@@ -97,10 +101,13 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
     if prepared.toolchain is None:
         raise LabError("sweep flips options of a kernel it builds: give a base other than the running kernel "
                        "(running+... builds the running kernel's config)")
-    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, placement, "sweep",
+    prober = cluster_probe.prober(store, base, prepared.config.text, metrics, mode, cluster, log, placement, command,
                                   workloads)
+    prober.tolerant = measured_only
     runs = runs or mode.runs
     baseline = prober.probe("baseline", {}, runs)
+    if measured_only:
+        metrics = prober.keep_measured(baseline)
     costs = cheapest_first(prober, prepared.config.values, flips)
     asks = {f"flip:{o}={flips[o]}": o for o in costs}
     results = []
