@@ -80,6 +80,20 @@ def test_each_ratio_is_the_tools_figure_scaled_over_the_agents_and_judged_agains
     assert crosscheck.failed(result) == ["ctx"]
 
 
+def test_a_tools_version_not_known_says_why_as_every_report_does():
+    r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": cell(300.0)})
+    [run] = r["variants"][0]["runs"]
+    run["workloads"][0]["provenance"] = {"program": "perf", "version": None, "packages": ["linux-perf"],
+                                         "version_unknown": "/usr/local/bin/perf on this machine is in no Debian "
+                                                            "package"}
+    syscall, _ = crosscheck.judge(r, {**SETTING, "target": "local", "mode": "wall"}, two_pairs())["pairs"]
+    assert syscall["program"] == ("perf (linux-perf; version not known: /usr/local/bin/perf on this machine is in "
+                                  "no Debian package)")
+    run["workloads"][0]["provenance"]["version_unknown"] = ""   # a run stored before the reason was
+    syscall, _ = crosscheck.judge(r, SETTING, two_pairs())["pairs"]
+    assert syscall["program"] == "perf (linux-perf; version not known)"
+
+
 def test_a_missing_side_is_not_measured_with_its_reason_and_another_setting_has_no_band():
     r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": {"not_available": "not installed"},
                 "ctx.ring2_0k": cell(1000.0), "perf-bench.sched_pipe_op_time": cell(6000.0)})

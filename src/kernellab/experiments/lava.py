@@ -20,6 +20,8 @@
         kernel: {url: URL/IMAGE, type: image|zimage|uimage}   # type: --kernel-type, or from
                                                              # the image's name (Image, zImage, uImage)
         ramdisk: {url: URL/INITRAMFS.cpio, install_modules: false, install_overlay: false}
+                                         # with --workload: the agent's initramfs and, appended,
+                                         # the workloads' Debian userland (the QEMU guest's)
     - boot:
         method: u-boot                   # --boot-method: u-boot, ipxe, grub, depthcharge
         commands: ramdisk                # the device type's own tftp kernel+ramdisk commands
@@ -32,6 +34,15 @@ patterns); the only prompt is the agent's end record, so the job waits exactly u
 agent is done, and LAVA's own kernel-message checks still end it early on a panic. The
 ramdisk is left as it is (no overlay, no modules): the agent needs nothing else.
 
+With workloads (--workload), the ramdisk is the very initramfs a QEMU guest of the arch
+boots (lab.initramfs_for): the agent's archive with the workloads' file, then the Debian
+userland kernellab assembled for the arch as a second archive, which the kernel unpacks
+after the first. The agent runs them after its tables as in QEMU, so the import reads the
+same records; the job's boot timeout allows each workload its own timeout, and its
+metadata names them (kernellab.workloads). A workload that needs what a board does not
+give (a link from the host, a scratch disk) is refused before anything is built
+(targets.registry, from the lava target's capabilities).
+
 The user serves the image and initramfs at URL (`kernellab lava-job` says which files),
 submits the job, and imports its log with `kernellab import-lava`, which stores the
 agent's records as a run of the variant on "LAVA device TYPE", once per job.
@@ -42,6 +53,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +62,11 @@ import yaml
 from ..build import Build
 from ..errors import LabError
 from ..guest.records import InvalidRecord, RecordStream
+from ..report.model import VariantRecord, build_report
 from ..store import Store
-from ..targets.lava import LavaLog, LavaLogTarget
+from ..targets import registry
+from ..targets.lava import CAPABILITIES, LavaLog, LavaLogTarget
+from ..workloads import Instance
 from .lab import Prepared, RunOptions, RunOutcome, run
 
 BOOT_METHODS = ("u-boot", "ipxe", "grub", "depthcharge")
@@ -82,10 +97,12 @@ def check_device_type(device_type: str) -> str:
     return device_type
 
 
-def check_job_options(device_type: str, artifact_url: str, console: str | None, timeout_s: float) -> None:
+def check_job_options(device_type: str, artifact_url: str, console: str | None, timeout_s: float,
+                      workloads: Sequence[Instance] = ()) -> None:
     """The words `lava-job` puts in a job, refused before anything is built when they
-    would not stay the one value they are."""
+    would not stay the one value they are, and workloads the board cannot run."""
     check_device_type(device_type)
+    registry.check_workloads(f"lava:{device_type}", CAPABILITIES, workloads)
     if console is not None and not _CONSOLE.fullmatch(console):
         raise LabError(f"--console {console!r}: a serial console is a device name, like ttyS0 or ttyAMA0 "
                        "(no spaces, no options: the device type gives the baud rate)")
@@ -106,7 +123,8 @@ def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions,
     kernel_type = kernel_type or _KERNEL_TYPE_OF.get(build.image.name)
     if kernel_type:
         kernel["type"] = kernel_type
-    boot_minutes = math.ceil(options.timeout_s / 60) + 2  # the bootloader's and the kernel's share
+    # The bootloader's and the kernel's share, and each workload's own timeout (as a QEMU run's).
+    boot_minutes = math.ceil((options.timeout_s + options.workload_timeout_s()) / 60) + 2
     machine = p.profile.qemu
     return {
         "device_type": device_type,
@@ -119,7 +137,10 @@ def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions,
                     "extra_kernel_args": f"{BOARD_ARGS} {options.cmdline(p.spec)}".strip()},
         "metadata": {"kernellab.variant": p.spec.name, "kernellab.build_key": build.key,
                      "kernellab.config_hash": p.config.hash, "kernellab.initramfs": initrd.name,
-                     "kernellab.arch": p.profile.name, "kernellab.source": p.source.version},
+                     "kernellab.arch": p.profile.name, "kernellab.source": p.source.version,
+                     # LAVA's metadata values are strings: the labels, as the import is given them
+                     **({"kernellab.workloads": " ".join(i.label for i in options.workloads)}
+                        if options.workloads else {})},
         "actions": [
             {"deploy": {"to": "tftp", "timeout": {"minutes": DEPLOY_MINUTES}, "kernel": kernel,
                         "ramdisk": {"url": f"{url}/{initrd.name}", "install_modules": False,
@@ -130,11 +151,14 @@ def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions,
     }
 
 
-def job_yaml(job: dict[str, Any], p: Prepared, build: Build, initrd: Path, variant: str) -> str:
-    """The job as YAML, headed by what to do with it; `variant`: as the user wrote it, which
-    the import needs again (with the same source and arch) to find the same build."""
+def job_yaml(job: dict[str, Any], p: Prepared, build: Build, initrd: Path, variant: str,
+             workloads: Sequence[str] = ()) -> str:
+    """The job as YAML, headed by what to do with it; `variant` and `workloads` (each
+    --workload SPEC): as the user wrote them, which the import needs again (with the same
+    source and arch) to find the same build and initramfs."""
     again = shlex.join(["kernellab", "import-lava", "log.yaml", variant, "--device-type", job["device_type"],
-                        "--source", p.spec.source, "--arch", p.spec.arch, "--job-id"])
+                        "--source", p.spec.source, "--arch", p.spec.arch,
+                        *(word for spec in workloads for word in ("--workload", spec)), "--job-id"])
     header = _comments([f"Written by kernellab lava-job. Serve {build.image} and {initrd}",
                         "at the URLs below, submit this job, then import its log:",
                         "  lavacli jobs logs --raw JOB > log.yaml",
@@ -194,13 +218,28 @@ def job_id(log: LavaLog, given: str | None) -> str:
 
 
 def import_log(p: Prepared, build: Build, store: Store, log: LavaLog, device_type: str, job: str,
-               initrd: Path) -> RunOutcome:
-    """Stores the job's console as a run of the variant, through the measurement session."""
+               initrd: Path, workloads: tuple[Instance, ...] = ()) -> RunOutcome:
+    """Stores the job's console as a run of the variant, through the measurement session;
+    `workloads`: those the job ran (its initramfs is `initrd`, lab.initramfs_for), whose
+    records the session reads into WORKLOAD.METRIC samples with their provenance."""
     check_device_type(device_type)
     check_records(log)
     deployed = [url.rsplit("/", 1)[-1] for url in log.downloads()]
     if deployed and initrd.name not in deployed:
         raise LabError(f"job {job} deployed {', '.join(deployed)}, not {initrd.name}, the agent initramfs "
-                       f"this kernellab gives {p.spec.name}: import it with the kernellab that wrote the job, "
-                       "or run a job written by `kernellab lava-job` now")
-    return run(p, build, store, RunOptions(mode="wall"), initrd, target=LavaLogTarget(log, device_type, job))
+                       f"this kernellab gives {p.spec.name}"
+                       + (f" with --workload {' '.join(i.label for i in workloads)}" if workloads else "")
+                       + ": import it with the kernellab that wrote the job and the job's --workload options "
+                       "(its header says them), or run a job written by `kernellab lava-job` now")
+    return run(p, build, store, RunOptions(mode="wall", workloads=workloads), initrd,
+               target=LavaLogTarget(log, device_type, job))
+
+
+def run_report(p: Prepared, build: Build, store: Store, run_id: int) -> dict[str, Any]:
+    """The imported run as a compare report of its one variant: every metric it stored,
+    the workloads' among them, and each workload's provenance, as on any other target."""
+    row = store.run(run_id)
+    status, reason = (str(row["status"]), str(row["reason"] or "")) if row is not None else ("gone", "")
+    outcome = RunOutcome(run_id, status, reason, len(store.run_samples(run_id)))
+    return build_report(f"LAVA job of {p.spec.name}", "a board lab's job, imported from its log",
+                        [VariantRecord(p, build, [outcome])], store, "wall")

@@ -145,10 +145,15 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
 
 
 def _program_line(provenance: dict[str, Any] | None) -> str:
+    """The tool as its provenance says: its version, else why it is not known (as every
+    report's workload line says it), and the Debian packages the workload names."""
     if not provenance:
         return ""
-    version = f" {provenance['version']}" if provenance.get("version") else ""
-    return f"{provenance['program']}{version} ({', '.join(provenance.get('packages', []))})"
+    packages = ", ".join(provenance.get("packages", []))
+    if provenance.get("version"):
+        return f"{provenance['program']} {provenance['version']} ({packages})"
+    unknown = f": {provenance['version_unknown']}" if provenance.get("version_unknown") else ""
+    return f"{provenance['program']} ({packages}; version not known{unknown})"
 
 
 def failed(result: dict[str, Any]) -> list[str]:

@@ -50,6 +50,9 @@ class Capabilities:
     scratch_dir: bool = False  # block I/O on a scratch file in --block-dir (else a disk of its own)
     cluster: bool = False    # any Dask worker can be this target (--workers, --cluster)
     live: bool = True        # it starts kernels when asked (False: it reads what a board lab ran)
+    # The host can reach what runs there over a network link (a workload's needs.network =
+    # "host"): QEMU's guest, this machine, an ssh host; not a board in a lab's rack.
+    host_link: bool = True
 
     @property
     def modes(self) -> tuple[str, ...]:

@@ -185,7 +185,10 @@ def _timestamp(value: object) -> datetime.datetime | None:
 
 # A board lab's device: it booted a built kernel with the agent as init; kernellab reads the
 # job's log afterwards (`kernellab lava-job`, then `kernellab import-lava`), it starts nothing.
-CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=False, live=False)
+# Its workloads run from the userland segment of the job's ramdisk, as in a QEMU guest, but
+# the board has no disk kernellab attaches and no link from this machine (registry.refusal).
+CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=False, live=False,
+                            host_link=False)
 
 
 class LavaSite:

@@ -10,10 +10,11 @@ spec (`qemu`). The tests register targets of their own the same way (`register`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import LabError
+from ..workloads import Instance
 from . import Capabilities, Site, TargetOptions
 
 Factory = Callable[[str, TargetOptions], Site]
@@ -94,6 +95,21 @@ class Ask:
     cluster: bool = False         # --workers or --cluster
     probes: str = ""              # the command that boots probes with the agent as init (sweep, ...)
     live: bool = False            # it needs the target to start kernels now
+    workload: str = ""            # the workload asking (its label), for messages
+    host_link: bool = False       # it talks to the host over a network link (needs.network = "host")
+    disk_mib: int = 0             # it needs a scratch disk of this size for its {workdir} (needs.disk_mib)
+
+
+def _workload_asks(instances: Sequence[Instance]) -> list[Ask]:
+    """What each workload asks of the target it runs on, beyond what any run asks."""
+    return [Ask(workload=i.label, host_link=i.workload.needs.network == "host", disk_mib=i.workload.needs.disk_mib)
+            for i in instances]
+
+
+def _gives_scratch_disk(caps: Capabilities) -> bool:
+    """A workload's scratch disk: a disk QEMU attaches, or a real machine's own file systems
+    (the agent runs there as a program). A board booted from a ramdisk has neither."""
+    return caps.disks or caps.agent == "program"
 
 
 def refusal(spec: str, caps: Capabilities, ask: Ask) -> str | None:
@@ -135,6 +151,12 @@ def refusal(spec: str, caps: Capabilities, ask: Ask) -> str | None:
     if ask.built and not caps.boots_kernels:
         return (f"{v}--target {spec} measures only the kernel its machine runs; boot built variants with "
                 f"{_suggest(lambda c: c.boots_kernels)}")
+    if ask.host_link and not caps.host_link:
+        return (f"workload {ask.workload} talks to the host over a network link, which --target {spec} does not "
+                f"give: run it in wall mode on {_suggest(lambda c: c.host_link)}")
+    if ask.disk_mib and not _gives_scratch_disk(caps):
+        return (f"workload {ask.workload} needs a scratch disk of {ask.disk_mib} MiB for its files, and --target "
+                f"{spec} declares none: run it on {_suggest(_gives_scratch_disk)}")
     return None
 
 
@@ -143,6 +165,12 @@ def check(spec: str, caps: Capabilities, ask: Ask) -> None:
     why = refusal(spec, caps, ask)
     if why is not None:
         raise LabError(why)
+
+
+def check_workloads(spec: str, caps: Capabilities, instances: Sequence[Instance]) -> None:
+    """Refuse, in one line, the first workload that needs what the target cannot give."""
+    for ask in _workload_asks(instances):
+        check(spec, caps, ask)
 
 
 def _builtin() -> None:
