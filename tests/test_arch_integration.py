@@ -1,5 +1,7 @@
-"""Integration: a non-x86 lab-minimal kernel (s390x: the smallest and quickest to build
-and boot of the profiles that boot), built and booted under QEMU in icount mode."""
+"""Integration: a non-x86 kernel (s390x: the smallest and quickest to build and boot of the
+profiles that boot; lab-minimal without the network, crypto and block layers, which these
+metrics do not need: tests/data/arch-small.config), cross-built and booted under QEMU in
+icount mode."""
 
 import json
 from dataclasses import replace
@@ -9,6 +11,7 @@ import pytest
 from kernellab.experiments import lab
 from kernellab.experiments.spec import parse_short
 from kernellab.metrics.catalog import describe
+from prefetch import ARCH_SMALL
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +24,7 @@ MILESTONES = ["first_output", "linux_version", "freeing_unused", "init_start", "
 
 @pytest.fixture(scope="module")
 def built(store, prefetched):
-    prepared = lab.prepare(parse_short("lab-minimal=lab-minimal", arch=ARCH))
+    prepared = lab.prepare(parse_short(ARCH_SMALL, arch=ARCH))
     return prepared, lab.ensure_built(prepared, store)
 
 
@@ -46,7 +49,7 @@ def test_icount_reruns_are_identical_and_milestones_ordered(built, store):
 def test_two_vcpu_icount_reruns_are_identical(built, store):
     """What studies on 2 or 4 vCPUs (preempt, zseries) rely on: under icount QEMU runs the
     vCPUs in turn on one thread, so a rerun is bit-identical with more than one vCPU too.
-    (s390 is always SMP; its lab-minimal kernel is the one built above.)"""
+    (s390 is always SMP; its kernel is the one built above.)"""
     prepared, build = built
     two = replace(prepared, spec=replace(prepared.spec, vcpus=2))
     # Not the timer-latency metrics: under icount with two vCPUs QEMU wakes their thread
