@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import modes
 from ..guest import vulnerabilities
+from ..guest.workloads import Provenance
 from ..metrics.catalog import describe
 from .model import measured_when, most_vcpus
 from .terminal import FULL_SCREEN, Screen
@@ -291,6 +292,45 @@ def footer_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def workloads_head(report: dict[str, Any]) -> str:
+    """The heading of a compare report's workload lines (workload_lines)."""
+    return (f"workloads ({report['mode']} mode): the program, its version and Debian package, where it ran, "
+            "its command line")
+
+
+def workload_lines(report: dict[str, Any]) -> list[str]:
+    """A line per workload the report's runs ran (Provenance.line, the wording sweep and
+    bisect use too), said once for all its runs; a workload that some runs ran otherwise
+    (another version, another target) has a line per way, each after the runs it holds for.
+    None for a report without workloads."""
+    ways: dict[str, dict[str, dict[str, list[int]]]] = {}   # label -> line -> variant -> its runs' ids
+    for v in report["variants"]:
+        for r in v["runs"]:
+            for w in r.get("workloads", []):
+                line = Provenance.from_dict(w["provenance"]).line()
+                ways.setdefault(w["label"], {}).setdefault(line, {}).setdefault(v["name"], []).append(r["id"])
+    lines = []
+    for by_line in ways.values():
+        if len(by_line) == 1:
+            lines += list(by_line)
+            continue
+        ran: dict[str, list[int]] = {}   # variant -> the ids of its runs that ran the workload at all
+        for runs in by_line.values():
+            for name, ids in runs.items():
+                ran.setdefault(name, []).extend(ids)
+        lines += [f"in {_runs_named(runs, ran)}: {line}" for line, runs in by_line.items()]
+    return lines
+
+
+def _runs_named(runs: dict[str, list[int]], ran: dict[str, list[int]]) -> str:
+    """`runs` in words: a variant by its name where they are all of its runs that ran the
+    workload, else the variant's runs by id."""
+    said = [f"variant {name}" if len(ids) == len(ran[name])
+            else f"variant {name}'s run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
+            for name, ids in runs.items()]
+    return " and ".join(said)
+
+
 SIZE_ROWS = 5
 
 
@@ -372,5 +412,10 @@ def _markdown(report: dict[str, Any], show_all: bool) -> str:
              *(delta_text(m, n) for n in names[1:])] for m in shown_metrics(report, show_all)]
     lines += md_table(head, rows, left=2)
     legend = [DELTA_LEGEND] if len(names) > 1 else []
-    lines += [""] + legend + footer_lines(report) + ["", summary(report)]
+    lines += [""] + legend + footer_lines(report) + _markdown_workloads(report) + ["", summary(report)]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_workloads(report: dict[str, Any]) -> list[str]:
+    lines = workload_lines(report)
+    return ["", f"{workloads_head(report)}:", "", *(f"- {line}" for line in lines)] if lines else []

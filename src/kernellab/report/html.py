@@ -27,7 +27,17 @@ import vl_convert
 from .. import __version__, modes
 from ..guest import vulnerabilities
 from ..metrics.catalog import describe
-from . import FEW_SAMPLES, display_unit, fmt_cell, fmt_value, footer_lines, header_lines, shown_metrics
+from . import (
+    FEW_SAMPLES,
+    display_unit,
+    fmt_cell,
+    fmt_value,
+    footer_lines,
+    header_lines,
+    shown_metrics,
+    workload_lines,
+    workloads_head,
+)
 from .attribution import probe_build_s
 from .auditreport import effect_text, summary_lines
 from .conclusion import delta_text, pct_text, summary_parts, verdict_of
@@ -354,9 +364,15 @@ def values_chart(report: dict[str, Any], metrics: Sequence[dict[str, Any]]) -> d
 def compare_page(report: dict[str, Any]) -> str:
     sections = [_summary_section(report),
                 Section("How the numbers were obtained", items=header_lines(report) + footer_lines(report))]
-    sections += compare_sections(report)
+    sections += compare_sections(report) + _workloads_section(report)
     return page(f"kernellab compare: {report['experiment']}", report.get("description", ""), sections,
                 _footer(report))
+
+
+def _workloads_section(report: dict[str, Any]) -> list[Section]:
+    """What the workload rows' figures come from, under the table; none without workloads."""
+    lines = workload_lines(report)
+    return [Section("Workloads", paragraphs=[f"{workloads_head(report)}."], items=lines)] if lines else []
 
 
 def _summary_section(report: dict[str, Any]) -> Section:
@@ -601,7 +617,7 @@ def study_page(study: dict[str, Any], details: str) -> str:
                 Section("How the numbers were obtained", items=how)]
     metrics = [m for t in study["tables"] for m in t["metrics"]]
     for arch, report in study["reports"].items():
-        sections.append(Section(f"{arch}: how", items=header_lines(report)))
+        sections.append(Section(f"{arch}: how", items=header_lines(report) + workload_lines(report)))
         sections += compare_sections(report, metrics, heading=arch)
     sections.append(Section("The text report", text=details))
     return page(f"kernellab study {study['study']}: {study['title']}", study["question"], sections,

@@ -37,6 +37,7 @@ from . import (
     perdevice,
     short_header,
     targets,
+    workload_lines,
 )
 from .model import NoiseFloor, judge, measured_when
 from .table import FULL_WIDTH, GAP, LABEL_MIN, Shape, fit_shape, left_out, shortened, unavailable
@@ -200,6 +201,7 @@ def header(study: dict[str, Any]) -> list[str]:
         runs = ", ".join(f"{n} {k}" for n, k in report["runs_per_variant"].items())
         lines.append(f"{arch}: runs per variant: {runs}")
         lines += [f"  target: {t}" for t in targets(report)]
+        lines += [f"  {line}" for line in workload_lines(report)]
         for v in report["variants"]:
             b = v["build"]
             built = (f"Debian's prebuilt {v['prebuilt']}" if v.get("prebuilt") else
@@ -225,7 +227,8 @@ def header(study: dict[str, Any]) -> list[str]:
 def short_head(study: dict[str, Any], width: int) -> list[str]:
     """The header a screen shows (header() has it all: --verbose, every file): the study,
     what a reader must not miss of it as a whole, then how and where it was measured and
-    which runs failed, as compare's short header says them of its arches' reports."""
+    which runs failed, as compare's short header says them of its arches' reports, and what
+    its workload rows come from."""
     lines = [clip(f"study {study['study']}: {study['title']}", width)]
     notices = _notices(study)
     if notices:   # each cut to leave room for the next ones' count: none is lost unsaid
@@ -233,12 +236,21 @@ def short_head(study: dict[str, Any], width: int) -> list[str]:
         lines.append(fit_items("attention: ", [clip(n, room) for n in notices], width))
     if study["reports"]:
         lines += short_header(_as_one(study), width, verbose_hint=False)[1:]   # its first: a compare's what
+    lines += _workloads(study)
     caveats = f"{len(study['caveats'])} caveat{'s' if len(study['caveats']) != 1 else ''}, " if study["caveats"] else ""
     lines.append(first_fitting([f"--verbose: the question, {caveats}how each variant was built and booted, "
                                 "support, the statistics",
                                 f"--verbose: {caveats}how each variant was built and booted, the statistics",
                                 "--verbose: the whole header"], width))
     return lines
+
+
+def _workloads(study: dict[str, Any]) -> list[str]:
+    """What the workload rows' figures come from, a line each (wrapped, not cut: the
+    command line is what it says), named with their arch where there are several."""
+    several = len(study["reports"]) > 1
+    return list(dict.fromkeys(f"{arch}: {line}" if several else line for arch, report in study["reports"].items()
+                              for line in workload_lines(report)))
 
 
 def _notices(study: dict[str, Any]) -> list[str]:

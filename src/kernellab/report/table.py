@@ -31,6 +31,8 @@ from . import (
     short_footer,
     short_header,
     shown_metrics,
+    workload_lines,
+    workloads_head,
 )
 from .conclusion import DELTA_LEGEND, SHORT_LEGEND, delta_text, summary, verdict_of
 from .model import BETTER, NOT_COMPARED, WORSE
@@ -88,6 +90,7 @@ def table_text(report: dict[str, Any], show_all: bool = False, screen: Screen = 
     legend = ([SHORT_LEGEND if screen.width else DELTA_LEGEND] if len(names) > 1 else [])
     foot = legend + left_out(report, shape, names, screen.width) + unavailable(metrics, shown, shape, width)
     foot += short_footer(report, width) if fitted else footer_lines(report)
+    foot += _workloads(report)
     with console.capture() as capture:
         for line in head:
             _say(console, line, screen)
@@ -99,6 +102,13 @@ def table_text(report: dict[str, Any], show_all: bool = False, screen: Screen = 
             for line in text.splitlines():
                 _say(console, line, screen)
     return capture.get()
+
+
+def _workloads(report: dict[str, Any]) -> list[str]:
+    """What the workload rows' figures come from, under the table: on a screen too (a line
+    each, wrapped rather than cut: the command line is what it says)."""
+    lines = workload_lines(report)
+    return [f"{workloads_head(report)}:", *(f"  {line}" for line in lines)] if lines else []
 
 
 def _say(console: Console, line: str, screen: Screen) -> None:

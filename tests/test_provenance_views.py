@@ -1,0 +1,116 @@
+"""A workload metric's provenance in every human view of a compare report (issue 31: "with
+their provenance (program, version, command line) in every report"): the table, Markdown and
+HTML name, once per workload, the program, its version from its Debian package or why it is
+not known, where it ran and its command line, in the wording sweep and bisect use
+(Provenance.line); runs that ran a workload differently each say which they are; a report
+without workloads has no such section. `kernellab show` of the JSON report shows the same.
+"""
+
+import copy
+import html
+import json
+import os
+
+import pytest
+
+from kernellab.report import kinds
+from test_workload_provenance import DASH, CountingShell, debian_userland, run_local  # noqa: F401
+from test_workloads_everywhere import run_study, study_file, timed_workload
+from workloadfiles import workload_file
+
+VIEWS = ("table", "markdown", "html")
+LINE = f"workload timed: sh {DASH} from Debian's dash on qemu: sh '{{workdir}}/run.sh' 1"
+
+
+def shown(lab, capsys, report_path, fmt):
+    """`kernellab show FILE --format FMT`, its HTML unescaped."""
+    assert lab.main("show", str(report_path), "--format", fmt) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    return html.unescape(out) if fmt == "html" else out
+
+
+def compare_json(lab, capsys, tmp_path, *extra):
+    out = tmp_path / "report.json"
+    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--mode", "icount", *extra,
+                    "--format", "json", "-o", str(out)) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return out
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_every_view_of_a_compare_names_its_workloads_program_version_and_command_once(lab, capsys, tmp_path,
+                                                                                       monkeypatch):
+    report = compare_json(lab, capsys, tmp_path, "--workload", str(timed_workload(tmp_path)))
+    for fmt in VIEWS:
+        text = shown(lab, capsys, report, fmt)
+        assert text.count(LINE) == 1, (fmt, text)   # once for the four runs of the two variants
+        assert "workloads (icount mode): the program, its version and Debian package, where it ran" in text, fmt
+    monkeypatch.setenv("COLUMNS", "80")   # a screen's table: the line wrapped, never cut or left out
+    assert " ".join(LINE.split()) in " ".join(shown(lab, capsys, report, "table").split())
+    # The command writes the same views as `show` renders from its JSON.
+    page = tmp_path / "report.html"
+    assert lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_SLOW=y", "--mode", "icount", "--workload",
+                    str(timed_workload(tmp_path)), "--format", "html", "-o", str(page)) == 0
+    assert html.unescape(page.read_text()).count(LINE) == 1
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_runs_that_ran_a_workload_differently_each_say_which_they_are(lab, capsys, tmp_path):
+    path = compare_json(lab, capsys, tmp_path, "--workload", str(timed_workload(tmp_path)), "--runs", "3")
+    report = json.loads(path.read_text())
+    a, b = report["variants"]
+    later = b["runs"][-1]
+    for w in later["workloads"]:   # as if dash had been upgraded before b's last run
+        w["provenance"] = copy.deepcopy(w["provenance"]) | {"version": "0.5.12-9"}
+    path.write_text(json.dumps(report))
+    first, second, _ = (r["id"] for r in b["runs"])
+    for fmt in VIEWS:
+        text = shown(lab, capsys, path, fmt)
+        assert f"in variant a and variant b's runs {first}, {second}: {LINE}" in text, fmt
+        assert f"in variant b's run {later['id']}: {LINE.replace(DASH, '0.5.12-9')}" in text, fmt
+
+
+def test_a_compare_without_workloads_has_no_workloads_section(lab, capsys, tmp_path):
+    report = compare_json(lab, capsys, tmp_path, "--runs", "1")
+    for fmt in VIEWS:
+        text = shown(lab, capsys, report, fmt)
+        assert "workloads (" not in text.lower() and "workload " not in text.lower(), fmt
+
+
+def test_on_the_local_target_each_view_says_why_a_version_is_not_known(tmp_path, monkeypatch):
+    """A program of no Debian package: the line says so, in every view, with the version of
+    one that is (dash's sh, where this machine's sh is dash)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "my-tool").write_text("#!/bin/sh\necho 'value: 7'\n")
+    (bin_dir / "my-tool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    specs = [str(workload_file(tmp_path, "mine", "", command='["my-tool"]'))]
+    report, _ = run_local(tmp_path, CountingShell(), specs, runs=1)
+    line = f"workload mine: my-tool (version not known: {bin_dir}/my-tool on this machine is in no Debian " \
+           "package) on local: my-tool"
+    for fmt in VIEWS:
+        text = kinds.get("compare").render(report, fmt)
+        text = html.unescape(text) if fmt == "html" else text
+        assert text.count(line) == 1, (fmt, text)
+        assert "workloads (wall mode)" in text, fmt
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_a_studys_report_names_its_workloads_program(lab, capsys, tmp_path):
+    spec = timed_workload(tmp_path)
+    study, _ = run_study(lab, capsys, study_file(lab, tmp_path, f'"{spec}"', metric="timed.time"))
+    path = tmp_path / "study.json"
+    path.write_text(kinds.get("study").render(study, "json"))
+    for fmt in VIEWS:
+        assert LINE in shown(lab, capsys, path, fmt), fmt
+
+
+def test_a_report_whose_workload_provenance_is_damaged_is_refused_in_one_line(lab, capsys, tmp_path):
+    path = compare_json(lab, capsys, tmp_path, "--runs", "1")
+    report = json.loads(path.read_text())
+    report["variants"][0]["runs"][0]["workloads"] = [{"label": "x", "provenance": {"label": "x"}}]
+    path.write_text(json.dumps(report))
+    assert lab.main("show", str(path)) == 2
+    err = capsys.readouterr().err
+    assert "workloads[0].provenance: 'workload' is a required property" in err and "Traceback" not in err
