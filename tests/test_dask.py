@@ -19,9 +19,9 @@ distributed = pytest.importorskip("distributed")
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
-def _start_cluster():
-    """Two worker processes on this host, which can import the tests' fakes."""
-    local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+def _start_cluster(workers=2):
+    """Worker processes on this host (two), which can import the tests' fakes."""
+    local = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(local)
     client.run(sys.path.insert, 0, TESTS)
     return local, client
@@ -184,20 +184,89 @@ def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culpri
     from test_fake_lab import BAD
     local, _ = cluster
     args = ("bisect", "good=tinyconfig", BAD, "--metric", "syscall.null", "--format", "json")
+    assert lab.main(*args) == 0
+    here = json.loads(capsys.readouterr().out)
+    _fresh_store(lab)
     assert lab.main(*args, "--cluster", local.scheduler_address) == 0
     remote = json.loads(capsys.readouterr().out)
     assert _once_per_record(lab)
     assert [(c["option"], c["value"]) for c in remote["culprits"]] == [("CONFIG_FAKE_SLOW", "y")]
     assert remote["confirmation"]["each"]["CONFIG_FAKE_SLOW"]["verdict"] == "different"
-    _fresh_store(lab)
-    assert lab.main(*args) == 0
-    here = json.loads(capsys.readouterr().out)
 
     def probes(result):
         return [(p["label"], p["value"]) for p in result["probes"]]
-    assert probes(remote) == probes(here) and remote["culprits"] == here["culprits"]
-    # The kernels the cluster built are in this machine's cache (the workers share it here).
-    assert remote["boots"] == here["boots"] and remote["builds"] > 0 == here["builds"]
+    # The cluster's two workers measured ahead the halving after the first that the search
+    # would take had the culprit been in the second half; this machine's, one probe a
+    # round, never asked for it (the culprit is in the first).
+    taken = [p for p in probes(remote) if p in probes(here)]
+    assert taken == probes(here) and remote["culprits"] == here["culprits"]
+    [unused] = [label for label, _ in probes(remote) if label not in dict(probes(here))]
+    # The kernels this machine built are the cluster's (the workers share its cache here).
+    assert remote["boots"] == here["boots"] + 1 and here["builds"] > 0 == remote["builds"] - 1
+    # That probe is in the store, built and measured: the same bisect again takes every
+    # probe from it.
+    assert query(lab.store, "SELECT count(*) FROM runs r JOIN variants v ON v.id = r.variant_id "
+                            "WHERE v.name = ? AND r.status = 'ok'", f"probe:{unused}") == [(1,)]
+    assert lab.main(*args, "--cluster", local.scheduler_address) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["builds"], again["boots"]) == (0, 0) and probes(again) == probes(remote)
+
+
+# A bisect whose culprit (SLUB_DEBUG_ON: forks 20% slower) is three halvings deep among options
+# that each move fork+exit less than the threshold, or not at all (defconfig has DEBUG_KERNEL).
+DEEP = ("bisect", "good=defconfig", "bad=defconfig+CONFIG_DEBUG_LIST=y+CONFIG_DEBUG_ATOMIC_SLEEP=y"
+        "+CONFIG_FAKE_LAYOUT_1=y+CONFIG_FAKE_DATA_KB=16+CONFIG_FAKE_BSS_KB=32+CONFIG_SLUB_DEBUG_ON=y",
+        "--metric", "proc.fork_exit", "--format", "json")
+
+
+def _rounds(monkeypatch):
+    """The rounds a search asks of its prober, on this machine or a cluster: the labels of
+    the probes of each, which a cluster builds and boots at once."""
+    from kernellab.experiments import cluster_probe, probe
+    rounds = []
+    for cls in (probe.Prober, cluster_probe.ClusterProber):
+        def recording(self, asks, *args, _real=cls.probe_all, **kwargs):
+            rounds.append([label for label, _ in asks])
+            return _real(self, asks, *args, **kwargs)
+        monkeypatch.setattr(cls, "probe_all", recording)
+    return rounds
+
+
+def test_idle_workers_measure_the_next_halvings_ahead_and_one_worker_measures_nothing_ahead(lab, capsys, cluster,
+                                                                                            monkeypatch):
+    import json
+
+    def bisect(*where):
+        _fresh_store(lab)
+        rounds.clear()
+        assert lab.main(*DEEP, *where) == 0
+        return json.loads(capsys.readouterr().out), list(rounds)
+
+    def probes(result):
+        return [(p["label"], p["value"]) for p in result["probes"]]
+    rounds = _rounds(monkeypatch)
+    here, serial = bisect()
+    assert [(c["option"], c["value"]) for c in here["culprits"]] == [("CONFIG_SLUB_DEBUG_ON", "y")]
+    halvings = [r for r in serial if r[0][0].isdigit()]     # labelled BASE+HALF@...
+    assert len(halvings) >= 3 and all(len(r) == 1 for r in halvings)
+
+    # Two workers: a halving's round holds the halvings after it, whichever way its verdict
+    # goes; the one the verdict picks costs no round of its own.
+    remote, ahead_rounds = bisect("--cluster", cluster[0].scheduler_address)
+    assert remote["culprits"] == here["culprits"] and _once_per_record(lab)
+    assert len(ahead_rounds) < len(serial)
+    first = next(r for r in ahead_rounds if r[0][0].isdigit())
+    assert first[0] == halvings[0][0] and set(first[1:]) >= {halvings[1][0]}
+    assert [p for p in probes(remote) if p in probes(here)] == probes(here)
+    # One worker: no worker is idle, so the search goes as on this machine, round for round.
+    local, client = _start_cluster(workers=1)
+    try:
+        _point_workers(client, lab)
+        one, one_rounds = bisect("--cluster", local.scheduler_address)
+    finally:
+        client.close()
+        local.close()
+    assert one_rounds == serial and probes(one) == probes(here)
 
 
 def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab, own_cluster, tmp_path):

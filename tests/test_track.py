@@ -125,6 +125,45 @@ def test_the_series_renders_as_a_table_with_a_sparkline_and_as_html(extended, hi
     assert "kernellab track: syscall.null" in page and "explain it: kernellab why" in page
 
 
+def test_each_kernel_shows_the_objects_its_build_compiled_commits_incrementally(first, extended, history_lab,
+                                                                               capsys):
+    """Every commit of the series builds in the repository's one checkout for builds: the
+    first compiles every object, each later one what its commit touched (one file here);
+    the rows say so, and whether the build came from the store."""
+    lab, _, shas = history_lab
+    points = first["points"]
+    assert points[0]["built"] and points[0]["compiled"] >= 5 and points[0]["checkout_from"] is None
+    for i in range(1, index(PLANTED) + 1):    # a comment, a counter, the planted cost: one .c file each
+        assert (points[i]["compiled"], points[i]["checkout_from"]) == (1, shas[i - 1]), i
+    assert all(p["build_s"] > 0 for p in points if p["value"] is not None)
+    # the next night's series: the same builds, from the store, as they were recorded
+    again = extended["points"]
+    assert [p["compiled"] for p in again[:LAST + 1]] == [p["compiled"] for p in points]
+    assert not any(p["built"] for p in again[:LAST + 1])
+    assert lab.main("show", str(lab.tmp / "first.json")) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert f"{points[0]['compiled']} obj, " in rows[4] and ", stored" not in rows[4]
+    planted = rows[4 + index(PLANTED)]
+    assert PLANTED in planted and " 1 obj, " in planted and ", stored" not in planted
+    assert lab.main("show", str(lab.tmp / "extended.json")) == 0
+    assert ", stored" in capsys.readouterr().out.splitlines()[4]
+
+
+def test_a_format_1_series_is_read_with_its_builds_not_counted(extended, history_lab, capsys):
+    lab, _, _ = history_lab
+    old = json.loads((lab.tmp / "extended.json").read_text())
+    old["format_version"] = 1
+    for p in old["points"]:
+        del p["compiled"], p["checkout_from"]
+    path = lab.tmp / "format-1.json"
+    path.write_text(json.dumps(old))
+    assert lab.main("show", str(path)) == 0
+    assert "? obj, " in capsys.readouterr().out
+    assert lab.main("show", str(path), "--format", "json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["format_version"] == 2 and all(p["compiled"] is None for p in again["points"])
+
+
 def test_candidates_find_a_step_in_noise_and_none_in_noise_alone():
     flat = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0]
     noisy = [[v - 1, v, v + 1] for v in flat]

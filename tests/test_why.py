@@ -144,6 +144,55 @@ def test_a_second_answer_reuses_every_probe(answer, history_lab, capsys):
     assert again["metrics"][0]["culprits"] == result["metrics"][0]["culprits"]
 
 
+def test_each_probe_shows_the_objects_its_build_compiled_commit_probes_incrementally(answer, history_lab, capsys):
+    """A, the first build in the repository's checkout for builds, compiles every object;
+    a commit probe compiles only what differs from the commit built before it in that
+    checkout (one file here); every row says so, and whether its build came from the store."""
+    result, path = answer
+    lab, repo, shas = history_lab
+    probes = {p["label"]: p for p in result["probes"]}
+    a = probes["A"]
+    assert a["compiled"] >= 5 and a["checkout_from"] is None and a["build_s"] > 0
+    # A commit probe built right after its parent compiled the one file its commit touched.
+    after_parent = [p for p in result["probes"] if p["role"] == "commit" and p["checkout_from"]
+                    and shas.index(p["checkout_from"]) == shas.index(p["commit"]) - 1]
+    assert after_parent and all(p["compiled"] == 1 for p in after_parent)
+    assert all(p["compiled"] < a["compiled"] for p in result["probes"] if p["role"] in ("commit", "revert")
+               and p["compiled"] is not None)
+    # The kernel that panics was built: its row shows that build; the one that does not build has none.
+    panics = shas[1 + [h[0] for h in HISTORY].index(PANICS)]
+    [panicked] = [p for p in result["probes"] if p["commit"] == panics]
+    assert panicked["skipped"].startswith("does not boot") and panicked["compiled"] is not None
+    # The resumed answer took every build but the revert's from the store, as recorded.
+    assert [p["role"] for p in result["probes"] if p["built"]] == ["revert"]
+    first = after_parent[0]
+    assert lab.main("show", str(path)) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"  {first['label']} ")]
+    after = first["checkout_from"][:12]
+    assert f"from the store (built in {first['build_s']:.0f} s, 1 object compiled after {after})" in row
+    assert lab.main("show", str(path), "--format", "markdown") == 0
+    markdown = capsys.readouterr().out
+    assert (f"| {first['label']} | {first['commit'][:12]} | from the store, after {first['checkout_from'][:12]} | 1 | "
+            f"{first['build_s']:.0f} |") in markdown
+    assert f"| A | - | from the store | {a['compiled']} |" in markdown
+
+
+def test_an_answer_of_format_1_is_read_with_its_builds_not_counted(answer, history_lab, capsys):
+    result, _ = answer
+    lab, _, _ = history_lab
+    old = json.loads(json.dumps(result))
+    old["format_version"] = 1
+    for p in old["probes"]:
+        del p["compiled"], p["checkout_from"]
+    path = lab.tmp / "why-format-1.json"
+    path.write_text(json.dumps(old))
+    assert lab.main("show", str(path)) == 0
+    assert "objects not counted" in capsys.readouterr().out
+    assert lab.main("show", str(path), "--format", "json") == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["format_version"] == 2 and all(p["compiled"] is None for p in again["probes"])
+
+
 # -- bad input: one line each, before any build --------------------------------------
 
 def one_error(err: str) -> str:

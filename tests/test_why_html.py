@@ -105,7 +105,8 @@ def test_the_answer_as_a_page_charts_the_split_and_the_bisection(answered, capsy
     probes = browser.find_element(By.CSS_SELECTOR, "#probes-every-kernel-built-and-booted").text
     # This `why` was answered from the store: every build reused, the one that failed remembered.
     assert "revert:" in probes and "skipped: does not build (remembered)" in probes
-    assert "build reused" in probes and "built in" not in probes
+    assert "from the store (built in" in probes and "built in" not in probes.replace("from the store (built in", "")
+    assert "objects compiled" in probes    # each build's, as its record says
 
 
 def test_subjects_authors_and_option_names_from_outside_stay_text(answered, capsys, browser, tmp_path):

@@ -22,6 +22,14 @@ that comes back to it.
 The order of options and of probes depends only on the inputs (and the build records the
 radius is read from), so the same inputs give the same sequence of probes; with the
 store, an interrupted bisect redoes nothing.
+
+On a Dask cluster whose workers a halving's probe would leave idle (icount mode), the
+round of a halving also measures the probes of the two halvings that can come next, one
+for each way its verdict can go: the search takes the one the verdict picks without a
+round of its own, and the other stays in the store, built and measured, for whatever
+asks for it later. One halving in two then costs no round: the culprit is found in about
+half the rounds. With one worker, in wall mode (its boots run in turn on one worker) and
+on this machine, a round is the halving's probe alone, as before.
 """
 
 from __future__ import annotations
@@ -105,7 +113,8 @@ class ProberLike(Protocol):
 class Bisector:
     """The search itself, over a prober (ProberLike) and the target values. Probes that
     do not depend on each other's results (the endpoints; the confirmation of the culprits)
-    are asked for together, so that a Dask cluster builds and boots them at once."""
+    are asked for together, so that a Dask cluster builds and boots them at once; with a
+    halving, the next halvings either way, when the cluster has workers to spare (_probes)."""
 
     def __init__(self, prober: ProberLike, target: dict[str, str], metric: str, mode: modes.Mode,
                  threshold_pct: float = 2.0, log: Callable[[str], None] = print,
@@ -120,6 +129,7 @@ class Bisector:
         self.wide: list[str] = []
         self._family: dict[str, str] = {}   # wide option -> the option its family needs first
         self._bar = progress.Task(None, None)   # the probes, while the bisect shows
+        self._ahead: dict[str, Probe] = {}   # probes measured ahead of the search, by label, until it asks
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
@@ -202,10 +212,8 @@ class Bisector:
             self.culprits.append(culprit)
             self.log(f"culprit: {cands[0]}={self.target[cands[0]]}")
             return
-        half = cands[: self._cut(cands)]
-        # Carried options ride along in every probe: they apply whenever what they need does.
-        asked = {**base, **{o: self.target[o] for o in (*half, *carried)}}
-        mid = self._probe(f"{len(base)}+{len(half)}", asked)
+        half, label, asked = self._split(cands, base, carried)
+        mid = self._probes([(label, asked)], ahead=self._next_splits(cands, half, base, carried))[0]
         left = [o for o in cands if self._applied(mid, o)]
         right = [o for o in cands if o not in left]
         if left != half:
@@ -225,6 +233,23 @@ class Bisector:
             self._explore(left, base, low, mid, carried)
         if self._differs(mid, high):
             self._explore(right, {**base, **{o: self.target[o] for o in left}}, mid, high, carried)
+
+    def _split(self, cands: list[str], base: dict[str, str],
+               carried: tuple[str, ...]) -> tuple[list[str], str, dict[str, str]]:
+        """The halving of `cands` on `base`: (the half, its probe's label, what it asks)."""
+        half = cands[: self._cut(cands)]
+        # Carried options ride along in every probe: they apply whenever what they need does.
+        return half, f"{len(base)}+{len(half)}", {**base, **{o: self.target[o] for o in (*half, *carried)}}
+
+    def _next_splits(self, cands: list[str], half: list[str], base: dict[str, str],
+                     carried: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
+        """The probes of the halvings the search goes to next, whichever way the verdict on
+        this one goes: of `half` on `base`, and of the rest on `base` and `half` (as when
+        olddefconfig applies the half as asked; when it does not, the search asks for
+        others and these stay in the store)."""
+        rest_base = {**base, **{o: self.target[o] for o in half}}
+        return [self._split(sub, on, carried)[1:] for sub, on in ((half, base), (cands[len(half):], rest_base))
+                if len(sub) > 1]
 
     def _by_radius(self, candidates: list[str]) -> list[str]:
         """Wide options first, the widest first; then the rest by name. Read after the GOOD
@@ -294,19 +319,47 @@ class Bisector:
 
     # -- probes and verdicts ---------------------------------------------------------
 
-    def _probe(self, label: str, settings: dict[str, str]) -> Probe:
-        return self._probes([(label, settings)])[0]
+    def _probes(self, asks: list[tuple[str, dict[str, str]]],
+                ahead: list[tuple[str, dict[str, str]]] | None = None) -> list[Probe]:
+        """The probes of `asks`, in one round. `ahead`: probes the search may ask for next,
+        measured in the same round when workers of a cluster would otherwise be idle
+        (cluster_probe.spare), kept until the search asks for them (and in the store if it
+        never does); with one worker, or on this machine, `asks` are measured alone."""
+        labelled = [_labelled(label, settings) for label, settings in asks]
+        due = [a for a in labelled if a[0] not in self._ahead]
+        extra = [a for a in (_labelled(label, settings) for label, settings in ahead or [])
+                 if a[0] not in self._ahead and a[0] not in dict(due)]
+        if extra and (not due or cluster_probe.spare(self.prober, len(due)) < 1):
+            extra = []
+        for probe in self._round(due, extra):
+            self._ahead[probe.label] = probe
+        self._bar.advance(len(labelled) - len(due))   # those measured ahead, taken now
+        probes = [self._ahead[label] for label, _ in labelled]
+        for label, _ in labelled:
+            self._ahead.pop(label, None)
+        return probes
 
-    def _probes(self, asks: list[tuple[str, dict[str, str]]]) -> list[Probe]:
+    def _round(self, due: list[tuple[str, dict[str, str]]], extra: list[tuple[str, dict[str, str]]]) -> list[Probe]:
+        """`due` and `extra` measured together; if that fails, `due` alone (the failure may
+        have been an extra's, which the search does not need)."""
+        if not due:
+            return []
+        ahead = {label for label, _ in extra}
+
         def done(probe: Probe) -> None:
-            self._bar.advance()
-            self.log(f"probe {probe.label}: {self.metric} {probe.value(self.metric):.4g} "
+            if probe.label not in ahead:
+                self._bar.advance()
+            self.log(f"probe {probe.label}{' (ahead of the search)' if probe.label in ahead else ''}: "
+                     f"{self.metric} {probe.value(self.metric):.4g} "
                      f"({'built' if not probe.build.cached else 'cached build'} {probe.build.wall_s:.0f} s, "
                      f"{probe.boots} boot(s))")
-
-        labelled = [(f"{label}@{hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]}", settings)
-                    for label, settings in asks]
-        return self.prober.probe_all(labelled, runs=self.mode.probe_runs, done=done)
+        if not extra:
+            return self.prober.probe_all(due, runs=self.mode.probe_runs, done=done)
+        try:
+            return self.prober.probe_all(due + extra, runs=self.mode.probe_runs, done=done)
+        except LabError as exc:
+            self.log(f"a round with probes ahead of the search failed ({exc}); the probes it needs, alone")
+            return self.prober.probe_all(due, runs=self.mode.probe_runs, done=done)
 
     def _applied(self, probe: Probe, option: str) -> bool:
         return probe.config.get(option, "n") == self.target[option]
@@ -340,3 +393,8 @@ class Bisector:
         return {"confirmed": confirmed,
                 "together": {"verdict": together.kind, "reason": together.reason},
                 "each": {o: {"verdict": v.kind, "reason": v.reason} for o, v in each.items()}}
+
+
+def _labelled(label: str, settings: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """A probe's label made unique by its settings: the same label for the same probe."""
+    return f"{label}@{hashlib.sha256(repr(sorted(settings.items())).encode()).hexdigest()[:8]}", settings

@@ -1,10 +1,12 @@
 """Probes for sweep and bisect on a Dask cluster.
 
 What a search asks for together (a sweep's flips, a bisect's two endpoints and the probes
-that confirm its culprits) builds at once on the workers, each in its own build tree; in
-icount mode the boots run at once too, each preferably where its kernel was built. In wall
-mode every boot runs on one worker, in turn, so that the probes' comparison stays fair
-(executor.DaskScheduler, in the rounds of scheduler.Scheduler).
+that confirm its culprits, and with a halving the probes of the next halvings whichever
+way its verdict goes, when workers would otherwise be idle: spare) builds at once on the
+workers, each in its own build tree; in icount mode the boots run at once too, each
+preferably where its kernel was built. In wall mode every boot runs on one worker, in
+turn, so that the probes' comparison stays fair (executor.DaskScheduler, in the rounds of
+scheduler.Scheduler).
 The client alone writes the store and reuses every equal run it already holds.
 """
 
@@ -37,6 +39,17 @@ def prober(store: Store, base: VariantSpec, base_text: str, metrics: list[str], 
                       workloads=workloads)
     return ClusterProber(store, base, base_text, metrics, mode, command=command, workloads=workloads,
                          cluster=cluster, log=log)
+
+
+def spare(prober: object, due: int) -> int:
+    """How many workers of its cluster a round of `due` probes would leave idle: where a
+    search may measure ahead the probes it asks for next (bisect.Bisector._probes). None
+    on this machine (a probe builds in the trees of one pool, one after another) nor in
+    wall mode (every boot runs on one worker, in turn: a probe ahead would delay the
+    round's own)."""
+    if not isinstance(prober, ClusterProber) or not prober.scheduler.side_by_side:
+        return 0
+    return max(len(prober.client.scheduler_info()["workers"]) - due, 0)
 
 
 @dataclass

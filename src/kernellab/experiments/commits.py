@@ -26,9 +26,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .. import paths
+from ..build import Build
 from ..errors import LabError
 from ..locks import locked
 from ..proc import require_tool
@@ -166,6 +167,15 @@ def revert(h: History, culprit: Commit) -> tuple[str | None, str]:
         finally:
             git(h.repo, "worktree", "remove", "--force", str(scratch))
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def build_fields(build: Build | None) -> dict[str, Any]:
+    """A probe's build as `why`'s and `track`'s rows show it (None: none, it was skipped):
+    whether this command built it (else its record came from the store), its seconds, the
+    objects its make compiled and the commit the repository's checkout for builds held
+    before it, so that a reader sees a commit probe compile only what its commit touched."""
+    return {"built": bool(build and not build.cached), "build_s": build.wall_s if build else 0.0,
+            "compiled": build.compiled if build else None, "checkout_from": build.checkout_from if build else None}
 
 
 # -- the search --------------------------------------------------------------------

@@ -304,10 +304,11 @@ class Track:
         m = self.ask.metric
         runs = p.runs(m)
         probe = p.probe
+        # A kernel that does not boot was built: its row shows that build.
+        built = probe or (p.prober.probes[0] if p.prober is not None and p.prober.probes else None)
         return {**p.ref.to_dict(), "value": probe.value(m) if probe else None, "runs": runs,
                 "spread": [min(runs), max(runs)] if len(runs) > 1 else None, "gap": p.gap,
-                "built": bool(probe and not probe.build.cached), "build_s": probe.build.wall_s if probe else 0.0,
-                "boots": probe.boots if probe else 0}
+                **commits.build_fields(built.build if built else None), "boots": probe.boots if probe else 0}
 
 
 def _quoted(text: str) -> str:

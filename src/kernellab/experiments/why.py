@@ -430,11 +430,13 @@ def _variant(v: VariantSpec) -> dict[str, Any]:
 
 def _probe_row(p: Point, metrics: list[str]) -> dict[str, Any]:
     probe = p.probe
+    # A kernel that does not boot was built: its row shows that build.
+    built = probe or (p.prober.probes[0] if p.prober is not None and p.prober.probes else None)
     return {"label": p.label, "role": p.role, "source": p.spec.source,
             "commit": p.commit.sha if p.commit else None,
             "values": {m: probe.value(m) for m in metrics} if probe else {},
             "runs": max((len(probe.runs[m]) for m in metrics), default=0) if probe else 0,
-            "built": bool(probe and not probe.build.cached), "build_s": probe.build.wall_s if probe else 0.0,
+            **commits.build_fields(built.build if built else None),
             "boots": probe.boots if probe else 0, "skipped": p.skipped, "not_carried": p.not_carried}
 
 

@@ -9,11 +9,13 @@ from typing import Any
 
 from .. import modes
 from . import fmt_value, kinds
+from .why import has_build
 
 SPARKS = "▁▂▃▄▅▆▇█"
 GAP = "·"
 _SUBJECT = 44
 _GAP = 100
+_BUILD = 18
 
 
 def sparkline(values: list[float | None]) -> str:
@@ -35,6 +37,12 @@ def _pct(value: float | None) -> str:
 def _subject(p: dict[str, Any]) -> str:
     subject = p["commit"]["subject"] if p["commit"] else ""
     return subject if len(subject) <= _SUBJECT else subject[:_SUBJECT - 3] + "..."
+
+
+def _build(p: dict[str, Any]) -> str:
+    """A kernel's build in a few characters: objects compiled, seconds, and whether it is from the store."""
+    objects = "?" if p.get("compiled") is None else str(p["compiled"])
+    return f"{objects} obj, {p['build_s']:.0f} s" + ("" if p["built"] else ", stored")
 
 
 def _how(r: dict[str, Any]) -> str:
@@ -71,7 +79,8 @@ def track_text(r: dict[str, Any]) -> str:
              f"{len(points)} kernel(s): {_where(r)}", _how(r), ""]
     width = max((len(p["ref"]) for p in points), default=3)
     width = min(max(width, 3), 40)
-    lines.append(f"  {'#':>3}  {'ref':<{width}}  {'subject':<{_SUBJECT}}  {'value':>10}  {'spread':>17}  change")
+    lines.append(f"  {'#':>3}  {'ref':<{width}}  {'subject':<{_SUBJECT}}  {'value':>10}  {'spread':>17}  "
+                 f"{'build':<{_BUILD}}  change")
     marks = _marks(r)
     for i, p in enumerate(points):
         ref = p["ref"] if len(p["ref"]) <= width else "..." + p["ref"][-width + 3:]
@@ -81,9 +90,11 @@ def track_text(r: dict[str, Any]) -> str:
             continue
         spread = f"{fmt_value(p['spread'][0], unit)}..{fmt_value(p['spread'][1], unit)}" if p["spread"] else "-"
         lines.append(f"  {i:>3}  {ref:<{width}}  {_subject(p):<{_SUBJECT}}  {fmt_value(p['value'], unit):>10}  "
-                     f"{spread:>17}  {marks.get(i, '')}".rstrip())
+                     f"{spread:>17}  {_build(p):<{_BUILD}}  {marks.get(i, '')}".rstrip())
     values = [p["value"] for p in points]
-    lines += ["", f"  {sparkline(values)}   ({GAP} a gap; {_range(values, unit)})", ""]
+    lines += ["", "  build: the objects its make compiled (what differs from the build before it in the tree) and its "
+              "seconds; \"stored\": built by an earlier command",
+              "", f"  {sparkline(values)}   ({GAP} a gap; {_range(values, unit)})", ""]
     lines += _change_lines(r)
     measured = sum(p["built"] or p["boots"] > 0 for p in points)
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s) now ({measured} of {len(points)} kernel(s) "
@@ -148,10 +159,16 @@ def _html(r: dict[str, Any], view: kinds.View) -> str:
     chart = html.Chart("The series, its change points dashed (gaps: grey ticks)",
                        alt.layer(*layers).properties(width=640).to_dict())
     text = track_text(r)
-    table = html.Table(["#", "ref", "subject", f"value, {unit}", "gap"], [
+    table = html.Table(["#", "ref", "subject", f"value, {unit}", "objects compiled", "build s", "build", "gap"], [
         html.Row([html.Cell(str(i), "num"), html.Cell(p["ref"]), html.Cell(_subject(p)),
-                  html.Cell("-" if p["value"] is None else fmt_value(p["value"], unit), "num"), html.Cell(p["gap"])])
-        for i, p in enumerate(points)], "The kernels")
+                  html.Cell("-" if p["value"] is None else fmt_value(p["value"], unit), "num"),
+                  html.Cell("-" if p.get("compiled") is None else str(p["compiled"]), "num"),
+                  html.Cell(f"{p['build_s']:.0f}" if has_build(p) else "-", "num"),
+                  html.Cell(("built now" if p["built"] else "from the store")
+                            + (f", after {p['checkout_from'][:12]}" if p.get("checkout_from") else "")
+                            if has_build(p) else ""),
+                  html.Cell(p["gap"])])
+        for i, p in enumerate(points)], "The kernels: each build compiles what differs from the build before it")
     changes = [f"between {points[c['before']]['ref']} and {points[c['after']]['ref']}: {_pct(c['change_pct'])} "
                f"{c['direction']} ({c['verdict']['verdict']})" + (f"; explain it: {c['why']}" if c["why"] else "")
                for c in r["change_points"]]
@@ -162,9 +179,17 @@ def _html(r: dict[str, Any], view: kinds.View) -> str:
                      modes.get(r["mode"]).summary)
 
 
+def _upgrade(result: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Format 1 as format 2: its kernels' builds without what they compiled (not recorded then)."""
+    for row in result["points"]:
+        row.setdefault("compiled", None)
+        row.setdefault("checkout_from", None)
+    return result
+
+
 TRACK = kinds.register(kinds.Kind(
-    name="track", tag="kernellab-track", what="`track`'s series", version=1, readable=(1,),
+    name="track", tag="kernellab-track", what="`track`'s series", version=2, readable=(1, 2),
     schema="track-schema.json", rewrite="write it again with `kernellab track ... --format json` (every kernel it "
                                         "measured is in the store)",
     renderers={"table": lambda result, view: track_text(result), "html": _html},
-    formats=("table", "json", "html")))
+    formats=("table", "json", "html"), from_dict=_upgrade))

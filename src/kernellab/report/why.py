@@ -44,6 +44,28 @@ def _reduced(red: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _compiled(n: int | None) -> str:
+    return "objects not counted" if n is None else f"{n} object{'' if n == 1 else 's'} compiled"
+
+
+def build_words(p: dict[str, Any]) -> str:
+    """A probe's build (experiments.commits.build_fields): built now or its record taken
+    from the store, its seconds and the objects it compiled, after which commit's build."""
+    after = f" after {p['checkout_from'][:12]}" if p.get("checkout_from") else ""
+    what = f"{p['build_s']:.0f} s, {_compiled(p.get('compiled'))}{after}"
+    return f"built in {what}" if p["built"] else f"from the store (built in {what})"
+
+
+def _built_before(p: dict[str, Any]) -> str:
+    """A skipped kernel that was built (it did not boot): its build, before why it was skipped."""
+    return f"{build_words(p)}; " if has_build(p) else ""
+
+
+def has_build(p: dict[str, Any]) -> bool:
+    """Whether a probe's kernel was built (one skipped because it did not boot was)."""
+    return p.get("compiled") is not None or p["build_s"] > 0
+
+
 def why_text(r: dict[str, Any]) -> str:
     lines = [f"why: A {_variant(r['a'])}", f"     B {_variant(r['b'])}", modes.get(r["mode"]).summary]
     if r.get("reduced"):
@@ -56,10 +78,9 @@ def why_text(r: dict[str, Any]) -> str:
     lines += ["", "probes:"]
     for p in r["probes"]:
         values = ", ".join(f"{k} {v:.4g}" for k, v in p["values"].items())
-        cost = f"built in {p['build_s']:.0f} s" if p["built"] else "build reused"
         lines.append(f"  {p['label']:<22} {p['role']:<13} " +
-                     (f"skipped: {p['skipped']}" if p["skipped"] else f"{cost}, {p['boots']} boot(s), "
-                                                                        f"{p['runs']} run(s): {values}"))
+                     (f"{_built_before(p)}skipped: {p['skipped']}" if p["skipped"] else
+                      f"{build_words(p)}, {p['boots']} boot(s), {p['runs']} run(s): {values}"))
     lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} kernel(s), "
                  f"{r['wall_s']:.0f} s wall")
     return "\n".join(lines) + "\n"
@@ -166,7 +187,24 @@ def why_markdown(r: dict[str, Any]) -> str:
                     ""]
     out += [f"A: {_variant(r['a'])}", f"B: {_variant(r['b'])}",
             f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s", ""]
-    return "\n".join(out)
+    return "\n".join(out + _probes_markdown(r))
+
+
+def _probes_markdown(r: dict[str, Any]) -> list[str]:
+    """Every kernel with its build: a commit probe's few objects show that it built incrementally."""
+    out = ["| kernel | commit | build | objects compiled | build s | values |", "|---|---|---|---:|---:|---|"]
+    for p in r["probes"]:
+        values = ", ".join(f"{k} {v:.4g}" for k, v in p["values"].items())
+        commit = p["commit"][:12] if p["commit"] else "-"
+        if p["skipped"] and not has_build(p):
+            out.append(f"| {p['label']} | {commit} | skipped: {p['skipped'].split(':')[0]} | - | - | - |")
+            continue
+        after = f", after {p['checkout_from'][:12]}" if p.get("checkout_from") else ""
+        compiled = "not counted" if p.get("compiled") is None else str(p["compiled"])
+        skipped = f"; skipped: {p['skipped'].split(':')[0]}" if p["skipped"] else ""
+        out.append(f"| {p['label']} | {commit} | {'built' if p['built'] else 'from the store'}{after}{skipped} | "
+                   f"{compiled} | {p['build_s']:.0f} | {values or '-'} |")
+    return [*out, ""]
 
 
 def _direction(change: float, better: str) -> str:
@@ -186,7 +224,11 @@ _STEP_LEGEND = {WORSE: "different, worse than A", BETTER: "different, better tha
 _STEP_WORDS = {"different": "different", "same": "same", "not yet known": "cannot tell"}
 # Table columns of prose (reasons, paths): fixed shares of the page, so that a long word wraps.
 _STEP_WIDTHS = ("5%", "7%", "11%", "27%", "10%", "12%", "28%")
-_PROBE_WIDTHS = ("15%", "8%", "22%", "17%", "6%", "6%", "26%")
+_PROBE_WIDTHS = ("14%", "7%", "20%", "16%", "5%", "5%", "8%", "25%")
+_INCREMENTAL = ("Each build compiles what differs from the build before it in its tree: the commits of a repository "
+                "build in its one checkout for builds, so a commit probe compiles the objects its commit touched "
+                "(\"after\" names the commit that checkout held before). A build from the store was made by an "
+                "earlier command; its figures are that build's.")
 
 
 def _how_measured(r: dict[str, Any]) -> str:
@@ -459,16 +501,18 @@ def _probes_section(r: dict[str, Any]) -> Section:
     rows = []
     for p in r["probes"]:
         values = ", ".join(f"{k} {v:.4g}" for k, v in p["values"].items())
-        build = (f"skipped: {p['skipped']}" if p["skipped"] else
-                 f"built in {p['build_s']:.0f} s" if p["built"] else "build reused")
+        build = f"{_built_before(p)}skipped: {p['skipped']}" if p["skipped"] else build_words(p)
         commit = f"{p['commit'][:12]} {subjects.get(p['commit'], '')}".strip() if p["commit"] else p["source"]
+        compiled = "-" if p.get("compiled") is None else str(p["compiled"])
         rows.append(html.Row([html.Cell(p["label"]), html.Cell(p["role"]), html.Cell(commit), html.Cell(values),
                               html.Cell(str(p["boots"]), "num"), html.Cell(str(p["runs"]), "num"),
+                              html.Cell(compiled, "num"),
                               html.Cell(build + (f"; not carried: {'; '.join(p['not_carried'])}"
                                                  if p["not_carried"] else ""),
                                         "failed" if p["skipped"] else "")]))
-    return html.Section("Probes: every kernel built and booted", tables=[html.Table(
-        ["kernel", "role", "commit or source", "values", "boots", "runs", "build"], rows, widths=_PROBE_WIDTHS)])
+    return html.Section("Probes: every kernel built and booted", paragraphs=[_INCREMENTAL], tables=[html.Table(
+        ["kernel", "role", "commit or source", "values", "boots", "runs", "objects compiled", "build"], rows,
+        widths=_PROBE_WIDTHS)])
 
 
 def _reduced_section(red: dict[str, Any]) -> Section:
@@ -494,10 +538,18 @@ def why_html(r: dict[str, Any], view: kinds.View) -> str:
                      f"A {r['a']['name']} -> B {r['b']['name']}", sections, modes.get(r["mode"]).summary)
 
 
+def _upgrade(result: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Format 1 as format 2: its probes' builds without what they compiled (not recorded then)."""
+    for row in result["probes"]:
+        row.setdefault("compiled", None)
+        row.setdefault("checkout_from", None)
+    return result
+
+
 WHY = kinds.register(kinds.Kind(
-    name="why", tag="kernellab-why", what="`why`'s answer", version=1, readable=(1,),
+    name="why", tag="kernellab-why", what="`why`'s answer", version=2, readable=(1, 2),
     schema="why-schema.json", rewrite="write it again with `kernellab why A B --metric M --format json` (its builds "
                                       "and runs are in the store)",
     renderers={"table": lambda result, view: why_text(result), "markdown": lambda result, view: why_markdown(result),
                "html": why_html},
-    formats=("table", "json", "markdown", "html")))
+    formats=("table", "json", "markdown", "html"), from_dict=_upgrade))
