@@ -145,7 +145,7 @@ def _uses(store: Store | None, recent: int, debian_arches: Mapping[str, str]) ->
         " LEFT JOIN builds b ON b.key = r.build_key ORDER BY r.id DESC LIMIT ?", (recent,)).fetchall()
     uses: list[_Use] = []
     trees: dict[tuple[str, str, str | None], str] = {}   # one name per (source, arch, compiler), made once
-    repositories: dict[str, str | None] = {}   # a git source's worktree -> its repository's name
+    repositories: dict[str, str | None] = {}   # a git source's tree -> its repository's name
     root = paths.cache_root()
     agents = _agents_in({str(row[8]) for row in rows if row[8]})
     for run_id, build_key, source_id, content_hash, arch, kind, source_tree, compiler, initrd, debian_packages in rows:
@@ -160,7 +160,7 @@ def _uses(store: Store | None, recent: int, debian_arches: Mapping[str, str]) ->
         repository = None
         if kind == "git" and isinstance(source_tree, str) and source_tree:
             if source_tree not in repositories:
-                # Only a worktree in this cache is read: the store names it, never a path to open.
+                # Only a tree in this cache is read: the store names it, never a path to open.
                 worktree = Path(source_tree)
                 repo = sources.repository_of(worktree) if worktree.parent.parent == root / "sources" else None
                 repositories[source_tree] = sources.repository_name(repo) if repo is not None else None

@@ -1,0 +1,95 @@
+"""A commit's own tree in the cache holds only what is read at the commit without building
+it (issue 32): the Kconfig files, scripts/, the Makefiles kconfig and `make kernelversion`
+read, the defconfigs and config fragments; never the sources only a build reads, which
+the repository's one checkout for builds holds (tests/test_commit_builds.py). Everything
+read from it answers as the whole commit does; the repository gains no worktree for it."""
+
+import os
+
+import pytest
+
+from githistory import commit, git, make_history
+from kernellab import arches, cache, sources, toolchain
+from kernellab.config import resolve as resolve_module
+from kernellab.config.kconfig import open_tree
+from kernellab.config.resolve import kconfig_symbols, resolve
+
+READ = ["Makefile", "Kconfig", "scripts/kconfig/conf.py", "scripts/basic/fixdep", "kernel/configs/tiny.config",
+        "arch/x86/configs/x86_64_defconfig"]
+BUILT_ONLY = ["kernel/fork.c", "kernel/sched.c", "init/main.c", "include/linux/list.h", "drivers/tty/serial8250.c"]
+
+
+@pytest.fixture
+def history(lab, monkeypatch):
+    """The fake history (tests/githistory.py), with a symlink under scripts/ at its tip."""
+    monkeypatch.setattr(resolve_module, "_RESOLVED", {})   # no other test's resolutions
+    repo, shas = make_history(lab.tmp)
+    (repo / "scripts" / "dtc").mkdir()
+    os.symlink("../../arch/x86/boot/dts", repo / "scripts" / "dtc" / "include-prefix")
+    git(repo, "add", "-A")
+    return repo, [*shas, commit(repo, "scripts: a symlink")]
+
+
+def worktrees(repo) -> list[str]:
+    return [line.removeprefix("worktree ") for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+def test_a_commit_s_tree_holds_what_is_read_without_building_and_answers_as_the_whole_commit(lab, history):
+    repo, shas = history
+    at = sources.resolve(f"git:{repo}@{shas[-1]}")
+    assert all((at.tree / path).is_file() for path in READ)
+    assert not any((at.tree / path).exists() for path in BUILT_ONLY)
+    for path in ("scripts/kconfig/conf.py", "kernel/configs/tiny.config"):   # modes as committed
+        assert os.access(at.tree / path, os.X_OK) == os.access(repo / path, os.X_OK)
+    assert os.readlink(at.tree / "scripts" / "dtc" / "include-prefix") == "../../arch/x86/boot/dts"
+
+    # The whole commit, checked out as git does: every answer read from the trees is the same.
+    git(repo, "worktree", "add", "--detach", str(lab.tmp / "whole"), shas[-1])
+    whole = sources.resolve(str(lab.tmp / "whole"))
+    assert (whole.tree / "kernel" / "fork.c").is_file()
+    assert at.version == whole.version == "6.1.0-fake"
+    profile = arches.load("x86_64")
+    chain = toolchain.detect(profile)
+    for base in ("tinyconfig", "defconfig", "lab-minimal"):
+        assert resolve(at, profile, chain, base, []).values == resolve(whole, profile, chain, base, []).values
+    # FAKE_SLOW's new default reaches both (the Kconfig of the tip, not of the tree shipped).
+    assert resolve(at, profile, chain, "defconfig", []).values.get("CONFIG_FAKE_SLOW") == "y"
+    trees = [open_tree(source, profile, chain) for source in (at, whole)]
+    for tree in trees:
+        tree.load_defconfig()
+    assert trees[0].resolved() == trees[1].resolved()
+    assert kconfig_symbols(at) == kconfig_symbols(whole) != set()
+
+
+def test_the_repository_gains_no_worktree_and_pruning_a_commit_leaves_nothing_in_it(lab, history):
+    repo, shas = history
+    spec = f"git:{repo}@{shas[3]}"
+    at = sources.resolve(spec)
+    sources.resolve(f"git:{repo}@{shas[4]}")
+    assert worktrees(repo) == [str(repo)]
+
+    [entry] = [e for e in cache.select(cache.entries(None), source_hashes=sources.identify(spec))
+               if e.kind == "sources" and e.path.name == f"git-{shas[3][:12]}"]
+    assert entry.path == at.tree.parent and entry.bytes > 0
+    cache.remove([entry])
+    assert worktrees(repo) == [str(repo)] and git(repo, "worktree", "prune", "--dry-run", "-v") == ""
+    assert (sources.resolve(spec).tree / "Kconfig").is_file()   # made again when asked again
+
+
+def test_a_whole_worktree_an_earlier_kernellab_made_is_made_small(lab, history):
+    """Before, each commit had a `git worktree` of the whole commit here (1.5 GB on Linux)."""
+    repo, shas = history
+    entry = lab.cache / "sources" / f"git-{shas[2][:12]}"
+    tree = entry / f"linux-{shas[2][:12]}"
+    entry.mkdir(parents=True)
+    git(repo, "worktree", "add", "--detach", str(tree), shas[2])
+    (entry / sources.MARKER).write_text(
+        f'{{"version": "6.1.0-fake", "commit": "{shas[2]}", "repo": "{repo}"}}')
+    assert (tree / "kernel" / "fork.c").is_file()
+
+    at = sources.resolve(f"git:{repo}@{shas[2]}")
+    assert at.tree == tree and (tree / "Kconfig").is_file() and not (tree / "kernel" / "fork.c").exists()
+    assert at.version == "6.1.0-fake" and sources.repository_of(tree) == repo
+    assert worktrees(repo) == [str(repo)]   # and the repository forgot the worktree
+
