@@ -211,8 +211,9 @@ def test_each_server_failure_is_the_workloads_reason_and_the_rest_is_kept(lab, c
     ("the same metric names twice", ("--workload", "{own}:n=1", "--workload", "{own}:n=2"),
      "--workload own and --workload own:n=2 both give own.value"),
     ("a ready_line in Python's own syntax", ("--workload", "{srv}"), "matched in the guest by POSIX extended"),
-    ("traffic from the host under icount", ("--workload", "{net}", "--mode", "icount"),
-     "talks to the host over the network"),
+    ("traffic from the host, which QEMU's guest has no link for", ("--workload", "{net}", "--mode", "wall"),
+     "talks to the host over a network link, which --target qemu does not give: run it in wall mode on "
+     "--target local or --target ssh://HOST"),
     ("an unknown workload", ("--workload", "nosuch"), "no workload 'nosuch'"),
     ("a bad parameter", ("--workload", "fio:rw=sideways"), "workload fio: rw= 'sideways' is not one of"),
 ])

@@ -31,7 +31,7 @@ from ..targets import Capabilities, Target, fsimage
 from ..targets.qemu import extra_device_args
 from ..targets.running import RunningTarget
 from . import lab
-from .placement import Placement
+from .placement import Placement, check_workloads
 from .scheduler import BootOne, Scheduler, Threads
 from .spec import Experiment
 
@@ -79,7 +79,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     (resolve_workloads). `only`: the metrics to measure (none: all), each the catalog's or
     a workload's (checked by the command, as sweep's --metric is)."""
     how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
-    guest_workloads.check_mode(workloads, how.name)
+    check_workloads(placement, workloads, how.name)
     if placement is not None:
         placement.check_mode(how.name)
         for spec in exp.variants:

@@ -4,19 +4,20 @@ machine over ssh; and what that changes for the experiment (its arch, its timing
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import modes, targets
 from ..build import Build
 from ..config.modules import module_options
 from ..errors import LabError
-from ..targets import Site, Target, TargetOptions, Want
+from ..targets import Site, Target, TargetOptions, Want, registry
 from ..targets.accel import ACCELS
 from ..targets.kexec import KexecTarget
 from ..targets.machine import running_config_file
 from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
+from ..workloads import Instance
 from . import lab
 from .lab import RUNNING, Prepared, RunOptions, is_running
 from .spec import VariantSpec
@@ -106,3 +107,10 @@ class Placement:
             raise LabError(f"variant {spec.name}: booting on {self.kexec.machine.shell.where} needs a variant based "
                            f"on `running` (its own config, e.g. {spec.name}=running+CHANGES): a kernel without "
                            "its network and root file system drivers never answers again")
+
+
+def check_workloads(placement: Placement | None, instances: Sequence[Instance], mode: str) -> None:
+    """Refuse, in one line before anything is built, a workload that needs what the
+    command's target (QEMU TCG when it names none) cannot give in `mode`."""
+    site = placement.site if placement is not None else lab.default_site()
+    registry.check_workloads(site.spec, site.capabilities, instances, mode)

@@ -24,7 +24,7 @@ from ..store import Store
 from ..targets import Capabilities, Target
 from ..workloads import Instance
 from . import lab
-from .placement import Placement
+from .placement import Placement, check_workloads
 from .scheduler import Scheduler, Threads
 from .spec import VariantSpec
 
@@ -77,7 +77,7 @@ class Prober:
     def __post_init__(self) -> None:
         check_known(self.metrics)
         check_workload_metrics(self.metrics, self.workloads, self.command)
-        guest_workloads.check_mode(self.workloads, self.mode.name)
+        check_workloads(self.placement, self.workloads, self.mode.name)
         self.place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = (
             self.placement.for_probes(self.command, self.mode.name, self.base) if self.placement is not None
             else None)

@@ -51,8 +51,9 @@ class Capabilities:
     cluster: bool = False    # any Dask worker can be this target (--workers, --cluster)
     live: bool = True        # it starts kernels when asked (False: it reads what a board lab ran)
     # The host can reach what runs there over a network link (a workload's needs.network =
-    # "host"): QEMU's guest, this machine, an ssh host; not a board in a lab's rack.
-    host_link: bool = True
+    # "host"): this machine, an ssh host. Not a board in a lab's rack, and not a QEMU guest
+    # yet (kernellab gives it no network device).
+    host_link: bool = False
 
     @property
     def modes(self) -> tuple[str, ...]:

@@ -90,7 +90,7 @@ BUILTIN_FS = {"rootfs", "ramfs", "tmpfs"}
 
 
 CAPABILITIES = Capabilities(boots_kernels=True, measures_running=True, deterministic=False, agent="program",
-                            kexec=True, scratch_dir=True)
+                            kexec=True, scratch_dir=True, host_link=True)
 
 
 class SshSite:

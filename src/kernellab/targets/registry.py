@@ -100,10 +100,10 @@ class Ask:
     disk_mib: int = 0             # it needs a scratch disk of this size for its {workdir} (needs.disk_mib)
 
 
-def _workload_asks(instances: Sequence[Instance]) -> list[Ask]:
-    """What each workload asks of the target it runs on, beyond what any run asks."""
-    return [Ask(workload=i.label, host_link=i.workload.needs.network == "host", disk_mib=i.workload.needs.disk_mib)
-            for i in instances]
+def _workload_asks(instances: Sequence[Instance], mode: str | None) -> list[Ask]:
+    """What each workload asks of the target it runs on, in `mode`, beyond what any run asks."""
+    return [Ask(workload=i.label, host_link=i.workload.needs.network == "host", disk_mib=i.workload.needs.disk_mib,
+                mode=mode) for i in instances]
 
 
 def _gives_scratch_disk(caps: Capabilities) -> bool:
@@ -154,6 +154,9 @@ def refusal(spec: str, caps: Capabilities, ask: Ask) -> str | None:
     if ask.host_link and not caps.host_link:
         return (f"workload {ask.workload} talks to the host over a network link, which --target {spec} does not "
                 f"give: run it in wall mode on {_suggest(lambda c: c.host_link)}")
+    if ask.host_link and ask.mode is not None and ask.mode != "wall":
+        return (f"workload {ask.workload} talks to the host over the network, which the host's clock times: "
+                f"wall mode only, not {ask.mode} (pass --mode wall)")
     if ask.disk_mib and not _gives_scratch_disk(caps):
         return (f"workload {ask.workload} needs a scratch disk of {ask.disk_mib} MiB for its files, and --target "
                 f"{spec} declares none: run it on {_suggest(_gives_scratch_disk)}")
@@ -167,9 +170,10 @@ def check(spec: str, caps: Capabilities, ask: Ask) -> None:
         raise LabError(why)
 
 
-def check_workloads(spec: str, caps: Capabilities, instances: Sequence[Instance]) -> None:
-    """Refuse, in one line, the first workload that needs what the target cannot give."""
-    for ask in _workload_asks(instances):
+def check_workloads(spec: str, caps: Capabilities, instances: Sequence[Instance], mode: str | None = None) -> None:
+    """Refuse, in one line, the first workload that needs what the target cannot give (in
+    `mode`, when the command has resolved it)."""
+    for ask in _workload_asks(instances, mode):
         check(spec, caps, ask)
 
 

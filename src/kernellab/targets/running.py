@@ -148,7 +148,7 @@ def _name(kind: str, hexdigest: str) -> str:
 
 
 CAPABILITIES = Capabilities(boots_kernels=False, measures_running=True, deterministic=False, agent="program",
-                            scratch_dir=True)
+                            scratch_dir=True, host_link=True)
 
 
 class LocalSite:
