@@ -178,6 +178,15 @@ def test_a_sweep_on_the_cluster_flips_at_once_and_ranks_as_the_local_one(lab, ca
                                                        "CONFIG_DEBUG_LIST"]
 
 
+def _shown(lab, capsys, result):
+    """`kernellab show` of a result written as a file."""
+    import json
+    path = lab.tmp / "shown.json"
+    path.write_text(json.dumps(result))
+    assert lab.main("show", str(path)) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
 def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culprit(lab, capsys, cluster):
     import json
 
@@ -201,6 +210,17 @@ def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culpri
     taken = [p for p in probes(remote) if p in probes(here)]
     assert taken == probes(here) and remote["culprits"] == here["culprits"]
     [unused] = [label for label, _ in probes(remote) if label not in dict(probes(here))]
+    # That probe is marked and counted apart; those the search asked for are not.
+    assert [p["label"] for p in remote["probes"] if p["ahead"]] == [unused]
+    assert not any(p["ahead"] for p in here["probes"])
+    shown = _shown(lab, capsys, remote)
+    assert f"{len(remote['probes'])} probe(s) (1 of them measured ahead on idle workers and not needed)" in shown
+    assert [line.split()[0] for line in shown.splitlines() if line.endswith("measured ahead, not needed")] == [unused]
+    # A result written before probes were marked (format 1) is still shown, with no count.
+    old = {**remote, "format_version": 1, "probes": [{k: v for k, v in p.items() if k != "ahead"}
+                                                     for p in remote["probes"]]}
+    shown = _shown(lab, capsys, old)
+    assert f"{len(remote['probes'])} probe(s), " in shown and "measured ahead" not in shown
     # The kernels this machine built are the cluster's (the workers share its cache here).
     assert remote["boots"] == here["boots"] + 1 and here["builds"] > 0 == remote["builds"] - 1
     # That probe is in the store, built and measured: the same bisect again takes every
@@ -210,6 +230,7 @@ def test_a_bisect_on_the_cluster_probes_as_the_local_one_and_confirms_its_culpri
     assert lab.main(*args, "--cluster", local.scheduler_address) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["builds"], again["boots"]) == (0, 0) and probes(again) == probes(remote)
+    assert [p["ahead"] for p in again["probes"]] == [p["ahead"] for p in remote["probes"]]
 
 
 # A bisect whose culprit (SLUB_DEBUG_ON: forks 20% slower) is three halvings deep among options
@@ -258,6 +279,11 @@ def test_idle_workers_measure_the_next_halvings_ahead_and_one_worker_measures_no
     first = next(r for r in ahead_rounds if r[0][0].isdigit())
     assert first[0] == halvings[0][0] and set(first[1:]) >= {halvings[1][0]}
     assert [p for p in probes(remote) if p in probes(here)] == probes(here)
+    # A probe measured ahead that the search then asked for (the second halving's, in the
+    # first's round) is used like any other: not marked; only those never asked for are.
+    ahead = {p["label"]: p["ahead"] for p in remote["probes"]}
+    assert ahead[halvings[1][0]] is False and not any(p["ahead"] for p in here["probes"])
+    assert {label for label, marked in ahead.items() if marked} == set(ahead) - set(dict(probes(here)))
     # One worker: no worker is idle, so the search goes as on this machine, round for round.
     local, client = _start_cluster(workers=1)
     try:
@@ -266,7 +292,7 @@ def test_idle_workers_measure_the_next_halvings_ahead_and_one_worker_measures_no
     finally:
         client.close()
         local.close()
-    assert one_rounds == serial and probes(one) == probes(here)
+    assert one_rounds == serial and probes(one) == probes(here) and not any(p["ahead"] for p in one["probes"])
 
 
 def test_in_wall_mode_a_lost_boot_worker_stops_the_experiment_with_one_line(lab, own_cluster, tmp_path):

@@ -70,6 +70,32 @@ def test_runs_that_ran_a_workload_differently_each_say_which_they_are(lab, capsy
         assert f"in variant b's run {later['id']}: {LINE.replace(DASH, '0.5.12-9')}" in text, fmt
 
 
+CLOCKED_WHY = "it runs until the clock says a second has passed"
+
+
+def clocked_workload(tmp_path):
+    """The timed workload's script, said to be no fixed amount of work."""
+    path = timed_workload(tmp_path, "clocked")
+    fixed = 'fixed_work = true\nwhy = "prints what it is told"'
+    assert fixed in path.read_text()
+    path.write_text(path.read_text().replace(fixed, f'fixed_work = false\nwhy = "{CLOCKED_WHY}"'))
+    return path
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_a_workload_without_fixed_work_says_in_every_view_that_icount_does_not_reproduce_it_and_why(lab, capsys,
+                                                                                                   tmp_path):
+    """Issue 31: "say in the workload file and the report which workloads cannot be"
+    reproducible under icount; a fixed-work workload's line says nothing of it."""
+    report = compare_json(lab, capsys, tmp_path, "--workload", str(timed_workload(tmp_path)),
+                          "--workload", str(clocked_workload(tmp_path)))
+    clocked = LINE.replace("timed", "clocked", 1) + f"; not reproducible under icount: {CLOCKED_WHY}"
+    for fmt in VIEWS:
+        text = shown(lab, capsys, report, fmt)
+        assert text.count(clocked) == 1, (fmt, text)
+        assert LINE in text and LINE + ";" not in text and text.count("reproducible") == 1, (fmt, text)
+
+
 def test_a_compare_without_workloads_has_no_workloads_section(lab, capsys, tmp_path):
     report = compare_json(lab, capsys, tmp_path, "--runs", "1")
     for fmt in VIEWS:

@@ -27,8 +27,9 @@ On a Dask cluster whose workers a halving's probe would leave idle (icount mode)
 round of a halving also measures the probes of the two halvings that can come next, one
 for each way its verdict can go: the search takes the one the verdict picks without a
 round of its own, and the other stays in the store, built and measured, for whatever
-asks for it later. One halving in two then costs no round: the culprit is found in about
-half the rounds. With one worker, in wall mode (its boots run in turn on one worker) and
+asks for it later; the result lists it marked as measured ahead and not needed
+("ahead"). One halving in two then costs no round: the culprit is found in about half
+the rounds. With one worker, in wall mode (its boots run in turn on one worker) and
 on this machine, a round is the halving's probe alone, as before.
 """
 
@@ -130,6 +131,7 @@ class Bisector:
         self._family: dict[str, str] = {}   # wide option -> the option its family needs first
         self._bar = progress.Task(None, None)   # the probes, while the bisect shows
         self._ahead: dict[str, Probe] = {}   # probes measured ahead of the search, by label, until it asks
+        self._asked: set[str] = set()        # the labels of every probe the search asked for
 
     @classmethod
     def for_variants(cls, store: Store, good: VariantSpec, bad: VariantSpec, metric: str,
@@ -183,11 +185,16 @@ class Bisector:
             self.metric, describe(self.metric, "").unit, self.mode.name, good.value(self.metric),
             bad.value(self.metric), len(candidates), self.culprits, self.threshold, below, interaction,
             self.prober.builds, self.prober.boots, time.monotonic() - start,
-            [{"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
-              "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached,
-              "copy_s": p.tree.copy_s if p.tree else 0.0, "tree": p.tree.label() if p.tree else None}
-             for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation, self._family,
-            self._workloads())
+            [self._record(p) for p in self.prober.probes], self.adjustments, self.wide, self.unsure, confirmation,
+            self._family, self._workloads())
+
+    def _record(self, p: Probe) -> dict[str, Any]:
+        """A probe as the result lists it; `ahead`: measured ahead of the search on a
+        cluster's idle workers and never asked for (false for every probe the search used)."""
+        return {"label": p.label, "options": len(p.requested), "value": p.value(self.metric),
+                "runs": len(p.runs[self.metric]), "build_s": p.build.wall_s, "built": not p.build.cached,
+                "copy_s": p.tree.copy_s if p.tree else 0.0, "tree": p.tree.label() if p.tree else None,
+                "ahead": p.label not in self._asked}
 
     def _workloads(self) -> list[Provenance]:
         """What each workload the probes ran came from, as their runs stored it."""
@@ -326,6 +333,7 @@ class Bisector:
         (cluster_probe.spare), kept until the search asks for them (and in the store if it
         never does); with one worker, or on this machine, `asks` are measured alone."""
         labelled = [_labelled(label, settings) for label, settings in asks]
+        self._asked.update(label for label, _ in labelled)
         due = [a for a in labelled if a[0] not in self._ahead]
         extra = [a for a in (_labelled(label, settings) for label, settings in ahead or [])
                  if a[0] not in self._ahead and a[0] not in dict(due)]

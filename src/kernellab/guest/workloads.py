@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
-from .. import modes, paths
+from .. import paths
 from ..errors import LabError
 from ..metrics import catalog
 from ..workloads import Instance, ResolvedMetric, binary_paths
@@ -74,14 +74,6 @@ def check(instances: Sequence[Instance]) -> None:
             raise LabError(f"workload {inst.label}: its server's ready_line {server.ready_line!r} is matched in the "
                            "guest by POSIX extended regular expressions: write [0-9] for \\d, use no (?...) group, "
                            "no lazy quantifier, ^ and $ for \\A and \\Z")
-
-
-def check_mode(instances: Sequence[Instance], mode: str) -> None:
-    """A workload that talks to the host is timed by the host's clock: wall mode only."""
-    for inst in instances:
-        if inst.workload.needs.network == "host" and modes.get(mode).deterministic:
-            raise LabError(f"workload {inst.label} talks to the host over the network, which the host's clock "
-                           f"times: wall mode only, not {mode} (pass --mode wall)")
 
 
 def catalog_metrics(instances: Sequence[Instance]) -> list[catalog.Metric]:
@@ -182,13 +174,26 @@ class Provenance:
                 "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why,
                 "version_unknown": self.version_unknown}
 
-    def line(self) -> str:
-        """One line of a report's header: which program, which version from where, the command line."""
+    def program_version(self) -> str:
+        """The program, its version (or why it is not known) and the Debian package it came
+        from: the words every view gives them in (this line, a cross-check's table)."""
         unknown = f": {self.version_unknown}" if self.version_unknown else ""
         version = f" {self.version}" if self.version else f" (version not known{unknown})"
         source = f" from Debian's {self.package}" if self.package else ""
+        return f"{self.program}{version}{source}"
+
+    def line(self) -> str:
+        """One line of a report's header: which program, which version from where, the
+        command line, and, for a workload without a fixed amount of work, that its figures
+        are not reproducible under icount and why (nothing more for one with fixed work)."""
         where = f" on {self.target}" if self.target else ""
-        return f"workload {self.label}: {self.program}{version}{source}{where}: {shlex.join(self.argv)}"
+        command = shlex.join(self.argv)
+        return f"workload {self.label}: {self.program_version()}{where}: {command}{self._unreproducible()}"
+
+    def _unreproducible(self) -> str:
+        if self.fixed_work:
+            return ""
+        return "; not reproducible under icount" + (f": {self.why}" if self.why else "")
 
 
 def provenances(runs: Iterable[Sequence[Mapping[str, Any]]]) -> list[Provenance]:

@@ -300,7 +300,8 @@ def workloads_head(report: dict[str, Any]) -> str:
 
 def workload_lines(report: dict[str, Any]) -> list[str]:
     """A line per workload the report's runs ran (Provenance.line, the wording sweep and
-    bisect use too), said once for all its runs; a workload that some runs ran otherwise
+    bisect use too; a workload without fixed work says there that icount does not reproduce
+    its figures, and why), said once for all its runs; a workload that some runs ran otherwise
     (another version, another target) has a line per way, each after the runs it holds for.
     None for a report without workloads."""
     ways: dict[str, dict[str, dict[str, list[int]]]] = {}   # label -> line -> variant -> its runs' ids

@@ -55,13 +55,22 @@ def bisect_text(r: dict[str, Any]) -> str:
         cost = f"built in {probe_build_s(p):.0f} s" if p["built"] else "build reused"
         where = f"  in {p['tree']}" if p.get("tree") else ""
         lines.append(f"  {p['label']:<40} {p['options']:>4} option(s)  {cost:<16} "
-                     f"{fmt_value(p['value'], unit)} ({p['runs']} run(s)){where}")
+                     f"{fmt_value(p['value'], unit)} ({p['runs']} run(s)){where}"
+                     + ("  measured ahead, not needed" if p["ahead"] else ""))
     built = [probe_build_s(p) for p in r["probes"] if p["built"]]
-    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {len(r['probes'])} probe(s), "
+    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {_probe_count(r['probes'])}, "
                  f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(built):.0f}-{max(built):.0f} s, median "
                                                 f"{statistics.median(built):.0f} s (copies of trees included)"
                                                 if built else ""))
     return "\n".join(lines) + "\n"
+
+
+def _probe_count(probes: list[dict[str, Any]]) -> str:
+    """The probes, those a cluster's idle workers measured ahead of the search and it never
+    needed counted apart: they cost builds and boots, and no verdict rests on them."""
+    ahead = sum(1 for p in probes if p["ahead"])
+    return f"{len(probes)} probe(s)" + (f" ({ahead} of them measured ahead on idle workers and not needed)"
+                                        if ahead else "")
 
 
 def _pct(delta: float, reference: float) -> str:
@@ -72,13 +81,21 @@ def _share(part: float, whole: float) -> str:
     return "n/a %" if whole == 0 else f"{100 * part / whole:.0f}%"
 
 
+def _upgrade(result: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Format 1 as format 2: its probes do not say whether the search used them (null)."""
+    for row in result["probes"]:
+        row.setdefault("ahead", None)
+    return result
+
+
 def _html(result: dict[str, Any], view: kinds.View) -> str:
     from . import html  # the charting libraries load only for an HTML page
     return html.bisect_page(result, bisect_text(result))
 
 
 BISECT = kinds.register(kinds.Kind(
-    name="bisect", tag="kernellab-bisect", what="a bisection's result", version=1, readable=(1,),
+    name="bisect", tag="kernellab-bisect", what="a bisection's result", version=2, readable=(1, 2),
     schema="bisect-schema.json", rewrite="write it again with `kernellab bisect ... --format json` (its builds and "
                                          "runs are in the store)",
-    renderers={"table": lambda result, view: bisect_text(result), "html": _html}, formats=("table", "json", "html")))
+    renderers={"table": lambda result, view: bisect_text(result), "html": _html}, formats=("table", "json", "html"),
+    from_dict=_upgrade))

@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import datafile, modes, workloads
 from ..errors import LabError
+from ..guest.workloads import Provenance
 from . import fmt_value, kinds
 
 IN_BAND, OUTSIDE, NO_BAND, NOT_MEASURED = "in band", "outside band", "no band", "not measured"
@@ -108,7 +109,8 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
     banded = (setting["base"], setting["source"], setting["arch"], setting["mode"], setting["target"]) == \
         (checks.band_variant, checks.band_source, checks.band_arch, checks.band_mode, "qemu")
     labels = {m["name"]: (m["label"], m["unit"]) for m in report["metrics"]}
-    programs = _programs(report)
+    # Each tool as its provenance says, in every report's words.
+    programs = {label: Provenance.from_dict(said).program_version() for label, said in _programs(report).items()}
     pairs = []
     for p in checks.pair:
         agent = _side(_cell(report, p.agent, variant))
@@ -117,7 +119,7 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
             "name": p.name, "agent_metric": p.agent, "tool_metric": p.metric, "workload": p.workload,
             "label": labels.get(p.agent, (p.agent, ""))[0], "unit": labels.get(p.agent, ("", ""))[1],
             "scale": p.scale, "band": list(p.band), "differ": p.differ, "agent": agent, "tool": tool,
-            "program": _program_line(programs.get(workloads.resolve(p.workload).label)), "ratio": None}
+            "program": programs.get(workloads.resolve(p.workload).label, ""), "ratio": None}
         missing = [f"{side}: {value['not_available']}" for side, value in (("agent", agent), ("tool", tool))
                    if "not_available" in value]
         if not missing:
@@ -142,18 +144,6 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
     how = modes.get(report["mode"]).summary if setting["target"] == "qemu" else report["mode_note"]
     return {"setting": dict(setting), "mode_summary": how,
             "runs": report["runs_per_variant"][variant], "pairs": pairs}
-
-
-def _program_line(provenance: dict[str, Any] | None) -> str:
-    """The tool as its provenance says: its version, else why it is not known (as every
-    report's workload line says it), and the Debian packages the workload names."""
-    if not provenance:
-        return ""
-    packages = ", ".join(provenance.get("packages", []))
-    if provenance.get("version"):
-        return f"{provenance['program']} {provenance['version']} ({packages})"
-    unknown = f": {provenance['version_unknown']}" if provenance.get("version_unknown") else ""
-    return f"{provenance['program']} ({packages}; version not known{unknown})"
 
 
 def failed(result: dict[str, Any]) -> list[str]:
