@@ -5,6 +5,7 @@
 breaks the build and the one that fixes both, and one that turns a Kconfig default on
 (FAKE_SLOW: 25% slower, for a configuration that does not already say "is not set")."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -74,3 +75,18 @@ def make_history(where: Path) -> tuple[Path, list[str]]:
             edit(repo, path, old, new)
         shas.append(commit(repo, subject))
     return repo, shas
+
+
+def shown_as_format_1(lab, capsys, result: dict, rows: str, name: str) -> tuple[str, dict]:
+    """`result` (a why answer or a track series) as format 1 wrote it (no build counts in
+    its `rows`), shown: -> (the table, the JSON `show` gives back)."""
+    old = json.loads(json.dumps(result))
+    old["format_version"] = 1
+    for row in old[rows]:
+        del row["compiled"], row["checkout_from"]
+    path = lab.tmp / name
+    path.write_text(json.dumps(old))
+    assert lab.main("show", str(path)) == 0
+    table = capsys.readouterr().out
+    assert lab.main("show", str(path), "--format", "json") == 0
+    return table, json.loads(capsys.readouterr().out)

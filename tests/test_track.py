@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from fakes import module_lab
-from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history
+from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history, shown_as_format_1
 from kernellab import cli
 from kernellab.experiments import track as track_exp
 from kernellab.experiments.probe import DIFFERENT
@@ -151,16 +151,9 @@ def test_each_kernel_shows_the_objects_its_build_compiled_commits_incrementally(
 
 def test_a_format_1_series_is_read_with_its_builds_not_counted(extended, history_lab, capsys):
     lab, _, _ = history_lab
-    old = json.loads((lab.tmp / "extended.json").read_text())
-    old["format_version"] = 1
-    for p in old["points"]:
-        del p["compiled"], p["checkout_from"]
-    path = lab.tmp / "format-1.json"
-    path.write_text(json.dumps(old))
-    assert lab.main("show", str(path)) == 0
-    assert "? obj, " in capsys.readouterr().out
-    assert lab.main("show", str(path), "--format", "json") == 0
-    again = json.loads(capsys.readouterr().out)
+    table, again = shown_as_format_1(lab, capsys, json.loads((lab.tmp / "extended.json").read_text()), "points",
+                                     "format-1.json")
+    assert "? obj, " in table
     assert again["format_version"] == 2 and all(p["compiled"] is None for p in again["points"])
 
 

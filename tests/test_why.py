@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fakes import module_lab
-from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history
+from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history, shown_as_format_1
 from kernellab.experiments import commits
 from kernellab.experiments.probe import DIFFERENT, SAME, Verdict
 
@@ -180,16 +180,8 @@ def test_each_probe_shows_the_objects_its_build_compiled_commit_probes_increment
 def test_an_answer_of_format_1_is_read_with_its_builds_not_counted(answer, history_lab, capsys):
     result, _ = answer
     lab, _, _ = history_lab
-    old = json.loads(json.dumps(result))
-    old["format_version"] = 1
-    for p in old["probes"]:
-        del p["compiled"], p["checkout_from"]
-    path = lab.tmp / "why-format-1.json"
-    path.write_text(json.dumps(old))
-    assert lab.main("show", str(path)) == 0
-    assert "objects not counted" in capsys.readouterr().out
-    assert lab.main("show", str(path), "--format", "json") == 0
-    again = json.loads(capsys.readouterr().out)
+    table, again = shown_as_format_1(lab, capsys, result, "probes", "why-format-1.json")
+    assert "objects not counted" in table
     assert again["format_version"] == 2 and all(p["compiled"] is None for p in again["probes"])
 
 
