@@ -33,16 +33,13 @@ more, and the culprit's revert: 6 commit builds (the bound, confirmation include
 ceil(log2 20) + 3 = 8). The option bisection names DEBUG_ATOMIC_SLEEP (PREEMPT_COUNT
 brought along), not ACPI_DOCK. About a dozen builds and a dozen boots in all.
 Time: making the repository takes 1 to 2 minutes (git add of 79,000 files). The `why`
-itself: about an hour on 2 cores (45 to 90 minutes). A cold lab-minimal build is 8 to 9
-minutes; two builds are about that long (A, cold, and B, whose option changes a header
-nearly every file includes); the split's build (B's source with A's configuration) and the
-option probes find most objects in ccache (2 to 4 minutes each); each commit probe is an
-incremental build in the repository's one checkout for builds (a minute or two); every
-probe boots once under icount; each commit probed gets its own `git worktree` checkout in
-the cache first (20 to 40 s each).
-Disk: about 20 GB. The repository 0.5 GB (--dry-run prints it); the private cache the
-rest: kernellab keeps a full worktree of every commit probed (1.5 GB each, 8 of them), the
-repository's checkout for builds (1.5 GB), the build tree, ccache and artifacts (2 to 3 GB).
+itself took 23.9 minutes on 2 cores (2026-11-27, docs/why.md): A and B near-cold builds
+(475 and 459 s: B's option is in headers nearly every object includes), the split's build
+13 s, each commit probe an incremental build in the repository's one checkout for builds
+(5.5 to 13.6 s), the option probes 44 to 48 s, one short icount boot per probe.
+Disk: the repository 0.5 GB (--dry-run prints it); the private cache the builds, ccache,
+the checkout for builds and 24 MB per commit probed (its Kconfig files, scripts and
+Makefiles); a confirmation makes a temporary worktree of the whole tree (1.5 GB, removed).
 A rerun with the same --work and --cache reuses the repository and resumes `why` from its
 store. Directories the script made itself (no --work, no --cache) are removed at the end.
 """
