@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config, items):
 
 # The x86_64 tree's chain is the run's longest path (its builds, then QEMU boots one after
 # another): every other test yields the CPU to it. A process's first test outside the
-# chain lowers that process's priority for good, below tests/prefetch.py's build's: the
+# chain lowers that process's priority for good, to tests/prefetch.py's build's: the
 # worker with the chain runs the other tests only once the chain is done.
 _yielding: list[bool] = []
 

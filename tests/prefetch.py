@@ -5,10 +5,10 @@ as long in QEMU boots and the fake lab's tests. The kernels that no other test b
 around, a small s390x lab-minimal (a tree of its own) and the debug-cost study's debug kernel
 (lockdep: a rebuild of every object, also on the way back; built in a tree of its own, so
 that the shared tree keeps the state the other tests' incremental builds start from), are
-built here, in the background, from the start, below the x86_64 tree's chain (conftest.py)
-and above the other tests: that chain (its builds, then QEMU boots one after another) is the
-run's longest path and goes first; this build takes most of what it leaves, and the other
-tests the rest (kernellab's make stays in the caller's session, where nice counts:
+built here, in the background, from the start, at the priority of the tests beside the
+x86_64 tree's chain (conftest.py): that chain (its builds, then QEMU boots one after
+another) is the run's longest path and goes first; this build shares the rest of the CPU
+with the other tests (kernellab's make stays in the caller's session, where nice counts:
 kernellab.build).
 
 The ssh tests' guest is not built here: lab-minimal with KEXEC recompiles two thirds of
@@ -36,11 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# The priorities beside the x86_64 tree's chain (conftest), which goes first at nice 0: this
-# build next, then the other tests. At equal nice this build got half of what the chain left
-# and ended 37 minutes into a 45-minute run, its two tests after it on one worker; the other
-# tests fill whatever time is left over, wherever it is.
-PREFETCH_NICE = 5
+# The priority of this build: that of the tests beside the x86_64 tree's chain (conftest):
+# the chain's builds and boots go first, this build shares the rest with those tests.
 BESIDE_THE_CHAIN = 10
 # The non-x86 kernel of test_arch_integration.py: lab-minimal without what its metrics do
 # not need (the fragment says why).
@@ -69,7 +66,7 @@ class Prefetch:
             # descriptor goes with it: the lock is released when the prefetch ends, however.
             self.proc = subprocess.Popen([sys.executable, __file__, str(log)], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, pass_fds=(held,),
-                                         process_group=0, preexec_fn=lambda: os.nice(PREFETCH_NICE))
+                                         process_group=0, preexec_fn=lambda: os.nice(BESIDE_THE_CHAIN))
         finally:
             os.close(held)
         self.started = time.monotonic()
