@@ -283,7 +283,11 @@ def test_an_interrupted_run_keeps_its_samples_and_the_rerun_reuses_the_build(lab
     assert [(r["run"], r["status"]) for r in listing] == [(second["id"], "ok"), (first["id"], "interrupted")]
 
 
-def test_in_icount_a_built_variant_boots_while_the_next_one_builds(lab, capsys):
+def test_in_icount_a_built_variant_boots_while_the_next_one_builds(lab, capsys, monkeypatch):
+    # Each link held 3 s: b's build outlasts the start of a's boot however loaded the
+    # machine is (a cold run of the whole suite once started a's boot 34 ms after a fake
+    # build of b that took well under a second had ended).
+    monkeypatch.setenv("KERNELLAB_FAKE_MAKE_SLEEP", "3")
     rc = lab.main("compare", "a=tinyconfig", "b=tinyconfig+CONFIG_FAKE_DATA_KB=16", "--format", "json")
     err = capsys.readouterr().err
     assert rc == 0, err
