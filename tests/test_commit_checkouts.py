@@ -93,3 +93,33 @@ def test_a_whole_worktree_an_earlier_kernellab_made_is_made_small(lab, history):
     assert at.version == "6.1.0-fake" and sources.repository_of(tree) == repo
     assert worktrees(repo) == [str(repo)]   # and the repository forgot the worktree
 
+
+
+def test_a_hand_made_tree_cannot_write_through_a_link_it_holds(tmp_path):
+    """A tree object git would not check out (`scripts/evil` a symbolic link to a directory
+    outside, and `scripts/evil/planted` a file) is refused in one line, and nothing is
+    written outside the commit's tree."""
+    import subprocess
+
+    from kernellab.errors import LabError
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = tmp_path / "repo"
+    git_env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x", "GIT_COMMITTER_NAME": "x",
+               "GIT_COMMITTER_EMAIL": "x@x"}
+
+    def run(*args: str, stdin: str = "") -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
+                              check=True, env=git_env).stdout.strip()
+    repo.mkdir()
+    run("init", "-q")
+    blob = run("hash-object", "-w", "--stdin", stdin="x\n")
+    link = run("hash-object", "-w", "--stdin", stdin=str(outside))
+    evil = run("mktree", stdin=f"100644 blob {blob}\tplanted\n")
+    scripts = run("mktree", stdin=f"120000 blob {link}\tevil\n040000 tree {evil}\tevil\n")
+    top = run("mktree", stdin=f"100644 blob {blob}\tKconfig\n100644 blob {blob}\tMakefile\n"
+                              f"040000 tree {scripts}\tscripts\n")
+    commit_id = run("commit-tree", top, "-m", "hostile")
+    with pytest.raises(LabError, match="a tree git would not check out"):
+        sources._write_files_read_without_building(repo, commit_id, tmp_path / "tree")
+    assert list(outside.iterdir()) == []

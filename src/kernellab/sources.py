@@ -441,13 +441,26 @@ def _write_blob(tree: Path, path: str, mode: str, content: bytes) -> None:
     parts = path.split("/")
     if any(part in ("", ".", "..", ".git") for part in parts):   # git refuses to check these out too
         raise LabError(f"the git tree holds a path git would not check out: {path!r}")
-    target = tree.joinpath(*parts)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if mode == "120000":
-        os.symlink(os.fsdecode(content), target)
-        return
-    with open(target, "xb") as handle:   # x: never through a name that exists
-        handle.write(content)
+    # A hand-made tree object can hold a symlink and a directory of one name (`scripts` ->
+    # /root/.ssh beside scripts/Kconfig): never create or write through a link.
+    twice = LabError(f"the git tree holds {path!r} and also a file or symbolic link on its way or of its name: "
+                     "a tree git would not check out; use another repository")
+    tree.mkdir(parents=True, exist_ok=True)
+    target = tree
+    for part in parts[:-1]:
+        target = target / part
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise twice
+        target.mkdir(exist_ok=True)
+    target = target / parts[-1]
+    try:
+        if mode == "120000":
+            os.symlink(os.fsdecode(content), target)
+            return
+        with open(target, "xb") as handle:   # x: never through a name that exists
+            handle.write(content)
+    except (FileExistsError, IsADirectoryError):
+        raise twice from None
     target.chmod(0o755 if mode == "100755" else 0o644)
 
 
