@@ -348,3 +348,28 @@ def test_a_wide_culprit_is_found_as_in_name_order():
     assert [c.option for c in found.culprits] == [c.option for c in bisect(FakeProber(costs), target).culprits] \
         == ["CONFIG_OPT14", "CONFIG_OPT20"]
     assert found.culprits[0].alone_on_good == pytest.approx(400.0)
+
+
+def html_summary(page: str) -> str:
+    """The lines of an HTML page's summary (its first section's), as text."""
+    import html
+    import re
+    start = page.index('<div class="summary">')
+    return html.unescape(re.sub(r"<[^>]+>", "\n", page[start:page.index("</div>", start)]))
+
+
+def test_probes_measured_ahead_are_marked_and_counted_in_the_table_and_thehtml_summary():
+    """A probe a cluster's idle workers measured ahead and the search never needed: marked
+    in the table, counted in its cost line and in the HTML page's summary; none, no mention."""
+    from kernellab.report import kinds
+    result = bisect(FakeProber({"CONFIG_OPT03": 100.0}), options(8)).to_dict()
+    bisect_kind = kinds.get("bisect")
+    for view in (bisect_kind.render(result, "table"), html_summary(bisect_kind.render(result, "html"))):
+        assert "measured ahead" not in view
+    unused = result["probes"][1]["label"]
+    result["probes"][1]["ahead"] = True
+    table = bisect_kind.render(result, "table")
+    assert [line.split()[0] for line in table.splitlines() if line.endswith("measured ahead, not needed")] == [unused]
+    count = f"{len(result['probes'])} probe(s) (1 of them measured ahead on idle workers and not needed)"
+    assert count in table
+    assert count in html_summary(bisect_kind.render(result, "html"))

@@ -123,3 +123,115 @@ def test_a_hand_made_tree_cannot_write_through_a_link_it_holds(tmp_path):
     with pytest.raises(LabError, match="a tree git would not check out"):
         sources._write_files_read_without_building(repo, commit_id, tmp_path / "tree")
     assert list(outside.iterdir()) == []
+
+
+# -- the revert that confirms a culprit: git's plumbing, no worktree, no checkout ------
+
+def culprit_of(h, subject: str):
+    [culprit] = [c for c in h.commits if c.subject == subject]
+    return culprit
+
+
+def git_revert_in_a_clone(tmp, repo, bad: str, *revert_args: str) -> str:
+    """The commit `git revert --no-edit` makes of BAD in a clone (as kernellab made it before,
+    on a worktree): the same names and dates."""
+    import subprocess
+
+    from kernellab.experiments import commits
+    clone = tmp / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "checkout", "-q", "--detach", bad)
+    date = git(repo, "log", "-1", "--format=%cI", bad)
+    env = {**commits.REVERTER, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "PATH": os.environ["PATH"]}
+    subprocess.run(["git", "-C", str(clone), "revert", "--no-edit", *revert_args], check=True, env=env,
+                   capture_output=True)
+    return git(clone, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def git_calls(monkeypatch):
+    """The words of every git command kernellab.experiments.commits runs (after `git -C REPO`)."""
+    import subprocess
+
+    from kernellab.experiments import commits
+    calls: list[list[str]] = []
+    run = subprocess.run
+
+    def spy(args, *rest, **kwargs):
+        calls.append(list(args[3:]))
+        return run(args, *rest, **kwargs)
+    monkeypatch.setattr(commits.subprocess, "run", spy)
+    return calls
+
+
+def test_a_revert_is_the_commit_git_revert_makes_without_a_worktree_or_a_checkout(lab, history, git_calls,
+                                                                                 tmp_path, monkeypatch):
+    """Before, each revert made a `git worktree` of BAD in the cache (1.5 GB on Linux)."""
+    from githistory import PLANTED
+    from kernellab.experiments import commits
+    repo, shas = history
+    h = commits.history(f"git:{repo}@{shas[0]}", f"git:{repo}@{shas[-1]}")
+    culprit = culprit_of(h, PLANTED)
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(private))
+    git_calls.clear()
+
+    sha, how = commits.revert(h, culprit)
+    assert how == f"`git revert {culprit.short}` on {h.bad.short}"
+    assert commits.revert(h, culprit) == (sha, how)    # the same revert, the same commit
+    # BAD's tree less the culprit's change: the file it touched as before it, every other as BAD's.
+    assert git(repo, "rev-parse", f"{sha}^") == h.bad.sha
+    assert git(repo, "diff", "--name-only", h.bad.sha, sha) == "kernel/sched.c"
+    assert git(repo, "show", f"{sha}:kernel/sched.c") == git(repo, "show", f"{culprit.sha}^:kernel/sched.c")
+    assert git(repo, "show", f"{sha}:kernel/sched.c") != git(repo, "show", f"{h.bad.sha}:kernel/sched.c")
+    assert git(repo, "log", "-1", "--format=%B", sha) == (f'Revert "{PLANTED}"\n\n'
+                                                         f"This reverts commit {culprit.sha}.")
+    # Nothing checked out: no worktree, no checkout, nothing left in the cache or the temporary directory.
+    assert git_calls and not any({"worktree", "checkout", "revert", "reset", "switch", "restore"} & set(words)
+                                 for words in git_calls)
+    assert worktrees(repo) == [str(repo)]
+    assert not (lab.cache / "why").exists() and list(private.iterdir()) == []
+    assert git(repo, "status", "--porcelain") == "" and git(repo, "rev-parse", "HEAD") == shas[-1]
+    # The commit `git revert` made (kernellab's earlier revert): its build in the store is still found.
+    assert git_revert_in_a_clone(tmp_path, repo, h.bad.sha, culprit.sha) == sha
+
+
+def test_a_merge_is_reverted_against_its_first_parent(lab, history, tmp_path):
+    from kernellab.experiments import commits
+    repo, shas = history
+    git(repo, "checkout", "-q", "-b", "side", shas[3])
+    (repo / "mm" / "side.c").write_text("int side;\n")
+    git(repo, "add", "-A")
+    commit(repo, "mm: a side branch")
+    git(repo, "checkout", "-q", "master")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge branch 'side'", "side")
+    merge = git(repo, "rev-parse", "HEAD")
+    bad = commit_file(repo, "net/socket.c", "int after_the_merge;\n", "net: after the merge")
+    h = commits.history(f"git:{repo}@{shas[0]}", f"git:{repo}@{bad}")
+    [culprit] = [c for c in h.commits if c.sha == merge]
+
+    sha, how = commits.revert(h, culprit)
+    assert how == f"`git revert -m 1 {culprit.short}` on {h.bad.short} (against its first parent)"
+    assert git(repo, "diff", "--name-only", bad, sha) == "mm/side.c"
+    assert git(repo, "ls-tree", "--name-only", sha, "mm/") == git(repo, "ls-tree", "--name-only", shas[-1], "mm/")
+    assert git_revert_in_a_clone(tmp_path, repo, bad, "-m", "1", merge) == sha
+
+
+def commit_file(repo, path: str, text: str, subject: str) -> str:
+    (repo / path).write_text((repo / path).read_text() + text)
+    return commit(repo, subject)
+
+
+def test_a_revert_that_does_not_apply_says_which_files_conflict(lab, history):
+    from githistory import PLANTED, edit
+    from kernellab.experiments import commits
+    repo, shas = history
+    edit(repo, "kernel/sched.c", 'FAKE_COST(getppid_walk, "syscall.null=1.10");\n',
+         'FAKE_COST(getppid_walk, "syscall.null=1.20");\n')
+    bad = commit(repo, "sched: walk it twice")
+    h = commits.history(f"git:{repo}@{shas[0]}", f"git:{repo}@{bad}")
+    culprit = culprit_of(h, PLANTED)
+    assert commits.revert(h, culprit) == (
+        None, f"`git revert {culprit.short}` does not apply cleanly on {h.bad.short}: conflicts in kernel/sched.c")
+    assert worktrees(repo) == [str(repo)] and git(repo, "status", "--porcelain") == ""

@@ -306,3 +306,41 @@ def test_a_ref_that_reads_as_an_option_is_refused_before_git_sees_it(tmp_path):
     from kernellab.experiments import commits
     with pytest.raises(LabError, match="does not start with '-'"):
         commits.commit(tmp_path, "--output=x")
+
+
+def test_option_probes_measured_ahead_are_marked_and_counted_in_every_view(answer, history_lab, capsys):
+    """A probe of the option search that a cluster's idle workers measured ahead and the
+    search never needed: marked in the table and the Markdown, counted in their lines and
+    in the HTML page's summary, as bisect's own views do; none, no mention."""
+    from test_bisect_logic import html_summary
+    result, _ = answer
+    lab, _, _ = history_lab
+
+    def views(result):
+        path = lab.tmp / "why-ahead.json"
+        path.write_text(json.dumps(result))
+        shown = {}
+        for fmt in ("table", "markdown", "html"):
+            assert lab.main("show", str(path), "--format", fmt, "-o", str(lab.tmp / f"why-ahead.{fmt}")) == 0
+            shown[fmt] = (lab.tmp / f"why-ahead.{fmt}").read_text()
+        capsys.readouterr()
+        return shown["table"], shown["markdown"], html_summary(shown["html"]), shown["html"]
+    probes = result["metrics"][0]["option_search"]["probes"]
+    assert probes and not any(p["ahead"] for p in probes)
+    assert not any("measured ahead" in view for view in views(result))
+
+    ahead = json.loads(json.dumps(result))
+    [m] = ahead["metrics"]
+    probes = m["option_search"]["probes"]
+    probes[-1]["ahead"] = True
+    unused = probes[-1]["label"]
+    table, markdown, summary, page = views(ahead)
+    count = f"{len(probes)} probe(s) (1 of them measured ahead on idle workers and not needed)"
+    assert [line.split()[0] for line in table.splitlines() if line.endswith("measured ahead, not needed")] == [unused]
+    assert f"options: {m['option_search']['candidates']} differing option(s) bisected, {count}" in table
+    assert [line for line in markdown.splitlines() if "measured ahead, not needed |" in line][0].startswith(
+        f"| {unused} |")
+    assert count in markdown
+    assert f"syscall.null: the option bisection took {count}" in summary
+    assert page.count("measured ahead, not needed</td>") == 1
+

@@ -11,9 +11,10 @@ and the next probe is the untried commit nearest the middle. When only skipped c
 are left between the last commit like the reference and the first unlike it, the answer
 is all of them: the culprit is one of those.
 
-Everything here reads the repository but for the revert, made on a detached scratch
-worktree (its commit is reachable by id only: no branch, no ref, the user's checkout
-untouched) with a fixed author, committer and date, so that the same revert is the same
+Everything here reads the repository but for the revert, made with git's plumbing in an
+index of its own (no worktree, no checkout: on Linux a checkout is 1.5 GB written for one
+commit); its commit is reachable by id only (no branch, no ref, the user's checkout
+untouched) and has a fixed author, committer and date, so that the same revert is the same
 commit, and its build is found again in the store after an interruption.
 """
 
@@ -21,17 +22,15 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from .. import paths
 from ..build import Build
 from ..errors import LabError
-from ..locks import locked
 from ..proc import require_tool
 from .probe import DIFFERENT, SAME, Verdict
 
@@ -106,7 +105,7 @@ def history(good_source: str, bad_source: str) -> History | None:
     dirty = git(repo, "status", "--porcelain", "--untracked-files=no")
     if dirty:
         raise LabError(f"{repo} has uncommitted changes: commit or stash them first (the search builds commits, "
-                       "and a culprit's revert is tried on a scratch worktree of the repository)")
+                       "never what is not committed)")
     if good.sha == bad.sha:
         return History(repo, good, bad, ())
     if not _is_ancestor(repo, good.sha, bad.sha):
@@ -139,34 +138,74 @@ def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
+def git(repo: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str | None:
     """git's stdout, stripped; None when git fails."""
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env,
+                            input=stdin)
     return result.stdout.strip() if result.returncode == 0 else None
+
+
+# The revert's author and committer: fixed, with BAD's commit date, so that the same revert
+# is the same commit (and build) every time, found again in the store after an interruption.
+REVERTER = {"GIT_AUTHOR_NAME": "kernellab", "GIT_AUTHOR_EMAIL": "kernellab@localhost",
+            "GIT_COMMITTER_NAME": "kernellab", "GIT_COMMITTER_EMAIL": "kernellab@localhost"}
+_CONFLICTS_SHOWN = 5
 
 
 def revert(h: History, culprit: Commit) -> tuple[str | None, str]:
     """BAD with the culprit reverted, as a commit of the repository: (its id, how), or
-    (None, why not) when `git revert` does not apply cleanly."""
-    scratch = paths.cache_dir("why") / paths.component("commit", f"revert-{h.bad.short}-{culprit.short}")
-    with locked(scratch.with_name(scratch.name + ".lock")):
-        shutil.rmtree(scratch, ignore_errors=True)
-        git(h.repo, "worktree", "prune")
-        if git(h.repo, "worktree", "add", "--detach", str(scratch), h.bad.sha) is None:
-            return None, f"git worktree add at {h.bad.short} failed"
-        try:
-            # The same revert is the same commit (and build) every time: fixed names and dates.
-            date = git(h.repo, "log", "-1", "--format=%cI", h.bad.sha) or "2000-01-01T00:00:00Z"
-            env = {"GIT_AUTHOR_NAME": "kernellab", "GIT_AUTHOR_EMAIL": "kernellab@localhost",
-                   "GIT_COMMITTER_NAME": "kernellab", "GIT_COMMITTER_EMAIL": "kernellab@localhost",
-                   "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-            if git(scratch, "revert", "--no-edit", culprit.sha, env=env) is None:
-                return None, f"`git revert {culprit.short}` does not apply cleanly on {h.bad.short}"
-            sha = git(scratch, "rev-parse", "HEAD")
-            return sha, f"`git revert {culprit.short}` on {h.bad.short}"
-        finally:
-            git(h.repo, "worktree", "remove", "--force", str(scratch))
-            shutil.rmtree(scratch, ignore_errors=True)
+    (None, why not) when `git revert` would not apply cleanly. Made with git's plumbing in
+    an index of its own: no worktree, no checkout (BAD's tree is never written out), the
+    commit `git revert --no-edit` makes with the same names and dates. A merge is reverted
+    against its first parent (`git revert -m 1`), the line the search walks."""
+    parent = git(h.repo, "rev-parse", "--verify", "--quiet", f"{culprit.sha}^1")
+    if parent is None:
+        return None, f"`git revert {culprit.short}`: it has no parent to go back to"
+    merge = git(h.repo, "rev-parse", "--verify", "--quiet", f"{culprit.sha}^2") is not None
+    command = f"`git revert{' -m 1' if merge else ''} {culprit.short}`"
+    with tempfile.TemporaryDirectory(prefix="kernellab-revert-") as private:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(private) / "index")}
+        tree = _reverted_tree(h.repo, culprit.sha, parent, h.bad.sha, Path(private), env)
+    if isinstance(tree, list):
+        conflicts = (f": conflicts in {', '.join(tree[:_CONFLICTS_SHOWN])}"
+                     + (f" and {len(tree) - _CONFLICTS_SHOWN} more file(s)" if len(tree) > _CONFLICTS_SHOWN else "")
+                     if tree else "")
+        return None, f"{command} does not apply cleanly on {h.bad.short}{conflicts}"
+    if tree == git(h.repo, "rev-parse", f"{h.bad.sha}^{{tree}}"):
+        return None, f"{command} does not apply cleanly on {h.bad.short}: it changes nothing there"
+    sha = _revert_commit(h, culprit, parent if merge else None, tree)
+    if sha is None:
+        return None, f"{command} on {h.bad.short}: git commit-tree failed"
+    return sha, f"{command} on {h.bad.short}" + (" (against its first parent)" if merge else "")
+
+
+def _reverted_tree(repo: Path, culprit: str, parent: str, bad: str, private: Path,
+                   env: dict[str, str]) -> str | list[str]:
+    """The tree of BAD less the culprit's change (culprit -> its parent, applied to BAD's
+    index with git's three-way fallback, as `git revert` merges), or the files that
+    conflict (an empty list: it failed without naming one)."""
+    patch = private / "revert.patch"
+    if (git(repo, "read-tree", bad, env=env) is None
+            or git(repo, "diff-tree", "-p", "--binary", "--no-renames", "--no-ext-diff", "--no-textconv",
+                   "--no-color", f"--output={patch}", culprit, parent, env=env) is None):
+        return []
+    if patch.stat().st_size == 0:   # the culprit changes nothing: BAD's own tree
+        return git(repo, "write-tree", env=env) or []
+    if git(repo, "apply", "--cached", "--3way", str(patch), env=env) is None:
+        unmerged = (git(repo, "ls-files", "--unmerged", "-z", env=env) or "").split("\0")
+        return sorted({entry.partition("\t")[2] for entry in unmerged if "\t" in entry})
+    return git(repo, "write-tree", env=env) or []
+
+
+def _revert_commit(h: History, culprit: Commit, first_parent: str | None, tree: str) -> str | None:
+    """The revert commit of `tree` on BAD, with git revert's message; reachable by id only
+    (no branch, no ref). Its names and dates are fixed (REVERTER, BAD's commit date)."""
+    date = git(h.repo, "log", "-1", "--format=%cI", h.bad.sha) or "2000-01-01T00:00:00Z"
+    env = {**os.environ, **REVERTER, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    reverses = f", reversing\nchanges made to {first_parent}" if first_parent else ""
+    message = f'Revert "{culprit.subject}"\n\nThis reverts commit {culprit.sha}{reverses}.\n'
+    return git(h.repo, "-c", "i18n.commitEncoding=UTF-8", "commit-tree", "--no-gpg-sign", "-p", h.bad.sha,
+               "-F", "-", tree, env=env, stdin=message)
 
 
 def build_fields(build: Build | None) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """A bisection's result (experiments/bisect.py) as a kind of result (report/kinds.py) and
 its text (its header: the metric, the endpoints, each workload's provenance); its HTML page
-is html.bisect_page, whose summary and text report show them."""
+is html.bisect_page, whose summary (summary_lines) and text report show them. AHEAD,
+measured_ahead and probe_count say which probes were measured ahead and not needed, here
+and in why's views of its option search (report/why.py)."""
 
 from __future__ import annotations
 
@@ -56,21 +58,40 @@ def bisect_text(r: dict[str, Any]) -> str:
         where = f"  in {p['tree']}" if p.get("tree") else ""
         lines.append(f"  {p['label']:<40} {p['options']:>4} option(s)  {cost:<16} "
                      f"{fmt_value(p['value'], unit)} ({p['runs']} run(s)){where}"
-                     + ("  measured ahead, not needed" if p["ahead"] else ""))
+                     + (f"  {AHEAD}" if p["ahead"] else ""))
     built = [probe_build_s(p) for p in r["probes"] if p["built"]]
-    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {_probe_count(r['probes'])}, "
+    lines.append(f"cost: {r['builds']} build(s), {r['boots']} boot(s), {probe_count(r['probes'])}, "
                  f"{r['wall_s']:.0f} s wall" + (f"; probe builds {min(built):.0f}-{max(built):.0f} s, median "
                                                 f"{statistics.median(built):.0f} s (copies of trees included)"
                                                 if built else ""))
     return "\n".join(lines) + "\n"
 
 
-def _probe_count(probes: list[dict[str, Any]]) -> str:
-    """The probes, those a cluster's idle workers measured ahead of the search and it never
-    needed counted apart: they cost builds and boots, and no verdict rests on them."""
-    ahead = sum(1 for p in probes if p["ahead"])
+# How a probe a Dask cluster's idle workers measured ahead of the search, and that the
+# search never asked for, is marked wherever probes of an option bisection are listed
+# (bisect's views, and why's, whose option search is a bisection).
+AHEAD = "measured ahead, not needed"
+
+
+def measured_ahead(probes: list[dict[str, Any]]) -> int:
+    """How many of an option bisection's probes were measured ahead and not needed (a
+    result of format 1 did not say: its probes' `ahead` is null, none counted)."""
+    return sum(1 for p in probes if p.get("ahead"))
+
+
+def probe_count(probes: list[dict[str, Any]]) -> str:
+    """The probes, those measured ahead and not needed counted apart: they cost builds and
+    boots, and no verdict rests on them."""
+    ahead = measured_ahead(probes)
     return f"{len(probes)} probe(s)" + (f" ({ahead} of them measured ahead on idle workers and not needed)"
                                         if ahead else "")
+
+
+def summary_lines(r: dict[str, Any], text: str) -> list[str]:
+    """The HTML page's summary: the text's head (the metric, the endpoints, the workloads),
+    and the probes measured ahead and not needed, when there were any."""
+    head = [line for line in text.splitlines()[:3] if line]
+    return head + ([f"probes: {probe_count(r['probes'])}"] if measured_ahead(r["probes"]) else [])
 
 
 def _pct(delta: float, reference: float) -> str:
@@ -90,7 +111,8 @@ def _upgrade(result: dict[str, Any], origin: str) -> dict[str, Any]:
 
 def _html(result: dict[str, Any], view: kinds.View) -> str:
     from . import html  # the charting libraries load only for an HTML page
-    return html.bisect_page(result, bisect_text(result))
+    text = bisect_text(result)
+    return html.bisect_page(result, text, summary_lines(result, text))
 
 
 BISECT = kinds.register(kinds.Kind(

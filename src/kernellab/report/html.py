@@ -668,7 +668,7 @@ def _sweep_rows(result: dict[str, Any], metric: str) -> list[dict[str, Any]]:
     return [r | {"row": label} for r, label in zip(rows, labels, strict=True)]
 
 
-def bisect_page(result: dict[str, Any], text: str) -> str:
+def bisect_page(result: dict[str, Any], text: str, summary: list[str]) -> str:
     unit = result["unit"]
     culprits = Table(["option", "alone on good", "removed from bad", "notes"], [
         Row([Cell(f"{c['option']}={c['value']}"),
@@ -686,8 +686,8 @@ def bisect_page(result: dict[str, Any], text: str) -> str:
         marks = alt.Chart(_data([{"v": result["good"], "k": "good"}, {"v": result["bad"], "k": "bad"}]))
         section.charts.append(Chart("Each probe's value between good and bad", (points + marks.mark_rule(
             strokeDash=[4, 3]).encode(y="v:Q", color="k:N")).properties(width=_WIDTH).to_dict()))
-    sections = [Section("Summary", summary=[line for line in text.splitlines()[:3] if line]),
-                Section("Culprits", tables=[culprits]), section, Section("The text report", text=text)]
+    sections = [Section("Summary", summary=summary), Section("Culprits", tables=[culprits]), section,
+                Section("The text report", text=text)]
     return page(f"kernellab bisect: {result['metric']}", modes.get(result["mode"]).summary, sections,
                 modes.get(result["mode"]).summary)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import modes
 from . import fmt_value, kinds
+from .bisect import AHEAD, measured_ahead, probe_count
 from .model import BETTER, NO_DIFFERENCE, NOT_COMPARED, WORSE
 
 if TYPE_CHECKING:   # html loads the charting libraries: only for an HTML page
@@ -134,9 +135,20 @@ def _metric_text(m: dict[str, Any], r: dict[str, Any]) -> list[str]:
         lines.append(f"  commits: {search['why']}")
     options = m.get("option_search")
     if options:
-        lines.append(f"  options: {options['candidates']} differing option(s) bisected, {options['builds']} build(s)")
+        lines.append(f"  options: {options['candidates']} differing option(s) bisected, {_option_cost(options)}")
+        lines += [f"    {p['label']:<40} {p['options']:>4} option(s)  {_option_value(p, unit)} ({p['runs']} run(s))"
+                  + (f"  {AHEAD}" if p.get("ahead") else "") for p in options["probes"]]
     lines += [f"  {u}" for u in m["unsure"]]
     return lines
+
+
+def _option_cost(options: dict[str, Any]) -> str:
+    """What the option bisection took: its probes, those measured ahead counted apart."""
+    return f"{probe_count(options['probes'])}, {options['builds']} build(s)"
+
+
+def _option_value(p: dict[str, Any], unit: str) -> str:
+    return "-" if p.get("value") is None else fmt_value(p["value"], unit)
 
 
 def _subsystem(subject: str) -> str:
@@ -185,6 +197,8 @@ def why_markdown(r: dict[str, Any]) -> str:
                     f"{len(search['steps'])} probe(s), {search['builds']} build(s)"
                     + (f", skipped {', '.join(s['sha'][:12] for s in search['skipped'])}" if search["skipped"] else ""),
                     ""]
+        if m.get("option_search"):
+            out += _option_probes_markdown(m)
     out += [f"A: {_variant(r['a'])}", f"B: {_variant(r['b'])}",
             f"cost: {r['builds']} build(s), {r['boots']} boot(s), {r['wall_s']:.0f} s", ""]
     return "\n".join(out + _probes_markdown(r))
@@ -204,6 +218,17 @@ def _probes_markdown(r: dict[str, Any]) -> list[str]:
         skipped = f"; skipped: {p['skipped'].split(':')[0]}" if p["skipped"] else ""
         out.append(f"| {p['label']} | {commit} | {'built' if p['built'] else 'from the store'}{after}{skipped} | "
                    f"{compiled} | {p['build_s']:.0f} | {values or '-'} |")
+    return [*out, ""]
+
+
+def _option_probes_markdown(m: dict[str, Any]) -> list[str]:
+    """The option bisection's probes, each marked when it was measured ahead and not needed."""
+    options = m["option_search"]
+    out = [f"bisected {options['candidates']} differing option(s) on the configuration step: "
+           f"{_option_cost(options)}", "",
+           f"| option probe | options | {m['metric']}, {m['unit']} | runs | note |", "|---|---:|---:|---:|---|"]
+    out += [f"| {p['label']} | {p['options']} | {_option_value(p, m['unit'])} | {p['runs']} | "
+            f"{AHEAD if p.get('ahead') else ''} |" for p in options["probes"]]
     return [*out, ""]
 
 
@@ -249,6 +274,8 @@ def _html_summary(r: dict[str, Any]) -> list[str]:
               f"B {fmt_value(m['b'], m['unit'])}: {m['total']:+.4g} {m['unit']} ({_pct(m['total_pct'])}); "
               + ("; ".join(f"{c['name']} {_share(c['share_pct'])}" for c in m["culprits"]) or "no culprit named")
               + f"; remainder {_share(m['remainder_pct'])}" for m in r["metrics"]]
+    lines += [f"{m['metric']}: the option bisection took {probe_count(m['option_search']['probes'])}"
+              for m in r["metrics"] if m.get("option_search") and measured_ahead(m["option_search"]["probes"])]
     return lines
 
 
@@ -488,10 +515,12 @@ def _search_sections(m: dict[str, Any], r: dict[str, Any]) -> list[Section]:
     if options:
         sections.append(html.Section(f"{name}: the bisection of options", paragraphs=[
             f"{options['candidates']} differing option(s) bisected on the configuration step, "
-            f"{options['builds']} build(s)"], tables=[html.Table(["probe", "options", f"value, {m['unit']}", "runs"], [
-                html.Row([html.Cell(p["label"]), html.Cell(str(p["options"]), "num"),
-                          html.Cell("-" if p.get("value") is None else fmt_value(p["value"], m["unit"]), "num"),
-                          html.Cell(str(p["runs"]), "num")]) for p in options["probes"]], "Its probes")]))
+            f"{_option_cost(options)}"], tables=[html.Table(
+                ["probe", "options", f"value, {m['unit']}", "runs", "note"], [
+                    html.Row([html.Cell(p["label"]), html.Cell(str(p["options"]), "num"),
+                              html.Cell(_option_value(p, m["unit"]), "num"), html.Cell(str(p["runs"]), "num"),
+                              html.Cell(AHEAD if p.get("ahead") else "", "muted")])
+                    for p in options["probes"]], "Its probes")]))
     return sections
 
 
