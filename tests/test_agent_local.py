@@ -406,3 +406,56 @@ def test_file_metrics_on_a_file_in_a_directory(agent, tmp_path):
     too_big = run_agent(agent, *SMALL, "--only", "file.seq_read_cached",
                         env={"KL_FILE_DIR": str(tmp_path), "KL_FILE_MB": "9"})
     assert [r["reason"] for r in nas(too_big, "file.seq_read_cached")] == ["file_smaller_than_KL_FILE_MB"]
+
+
+# -- workloads that need a disk (workload.c, file.c: workload_disk_dir) -------------------------
+
+def workloads_file(tmp_path, *workloads: tuple[str, str, list[str]]) -> str:
+    """The file the host writes (guest.workloads.encode), by hand: each workload's label, its
+    disk word (as given: tests send hostile ones too), and argv; no files, no server."""
+    words = ["kernellab-workloads 3", str(len(workloads))]
+    for label, disk, argv in workloads:
+        words += [label, "10000", disk, "stdout", "0", str(len(argv)), *argv, "0"]
+    path = tmp_path / "workloads"
+    path.write_bytes(b"".join(w.encode() + b"\0" for w in words))
+    return str(path)
+
+
+def workload_runs(agent, path: str, env: dict[str, str] | None = None) -> list[dict[str, str]]:
+    records = run_agent(agent, "--only", "syscall.null", "--repeats", "1", env={"KL_WORKLOADS": path, **(env or {})})
+    return [r for r in records if r["t"].startswith("wl_") or r.get("key") == "workloads"]
+
+
+def output(records, index: int) -> str:
+    from urllib.parse import unquote
+    return "".join(unquote(r["data"]) for r in records if r["t"] == "wl_out" and r["w"] == str(index))
+
+
+def test_a_workload_that_needs_a_disk_works_on_its_file_system(agent, tmp_path):
+    """Local mode: KL_FILE_DIR stands for the file system (PID-1 mode: the one mounted on
+    /mnt/fs); a workload that needs no disk keeps the agent's own directory."""
+    disk = tmp_path / "fs"
+    disk.mkdir()
+    path = workloads_file(tmp_path, ("on-disk", "1", ["pwd"]), ("on-tmp", "0", ["pwd"]))
+    records = workload_runs(agent, path, {"KL_FILE_DIR": str(disk)})
+    ends = [(r["w"], r["status"]) for r in records if r["t"] == "wl_end"]
+    assert ends == [("0", "ok"), ("1", "ok")], records
+    assert output(records, 0) == f"{disk}/wl-0\n"
+    assert output(records, 1).startswith("/tmp/kl-agent-") and output(records, 1).endswith("/wl-1\n")
+    assert list(disk.iterdir()) == []   # its directory removed after it, as on the tmpfs
+
+
+def test_a_workload_whose_disk_is_missing_is_not_run_and_says_why(agent, tmp_path):
+    path = workloads_file(tmp_path, ("on-disk", "1", ["pwd"]), ("on-tmp", "0", ["pwd"]))
+    records = workload_runs(agent, path, {"KL_FILE_DIR": str(tmp_path / "not-there")})
+    [missing] = [r for r in records if r["t"] == "wl_end" and r["w"] == "0"]
+    assert missing == {**missing, "status": "no_disk", "code": "0", "elapsed_ns": "0",
+                       "reason": "KL_FILE_DIR_is_not_a_directory"}
+    assert output(records, 0) == ""   # never run on the agent's own directory instead
+    assert [r["status"] for r in records if r["t"] == "wl_end" and r["w"] == "1"] == ["ok"]
+
+
+@pytest.mark.parametrize("disk", ["2", "-1", "yes", "", "1 ", "99999999999999999999"])
+def test_a_hostile_disk_word_is_a_damaged_file(agent, tmp_path, disk):
+    records = workload_runs(agent, workloads_file(tmp_path, ("w", disk, ["pwd"])))
+    assert [(r["t"], r.get("value")) for r in records] == [("meta", "damaged")]

@@ -183,7 +183,7 @@ def test_crosscheck_runs_every_pair_in_one_run_and_writes_a_checked_result(lab, 
     assert len(result["pairs"]) == len(crosscheck.load().pair)
     for p in result["pairs"]:
         assert p["verdict"] in (crosscheck.NO_BAND, crosscheck.NOT_MEASURED), p
-        if p["name"] == "sequential read, O_DIRECT":   # lab-minimal has no ext4 for the scratch file
+        if p["name"] == "sequential read, O_DIRECT":   # lab-minimal has no ext4 for file.*'s disk (nor fio's)
             assert p["agent"] == {"not_available": "needs CONFIG_EXT4_FS"}, p
             continue
         assert "median" in p["agent"], p

@@ -79,17 +79,22 @@ def test_qemu_attaches_it_beside_the_scratch_disk_with_snapshot_on(arch):
 
 def test_icount_mode_refuses_a_file_system_in_one_line(lab, capsys):
     with pytest.raises(LabError, match="fs:ext4-4k needs --mode wall: a disk's I/O completes in host time"):
-        QemuTarget(arches.load("x86_64"), 64, fs=fsimage.parse("ext4-4k"))._fs_image("icount")
+        QemuTarget(arches.load("x86_64"), 64, fs=fsimage.parse("ext4-4k"))._check_fs("icount")
     assert lab.main("compare", "--mode", "icount", "a=tinyconfig+fs:ext4-4k") == 2
     err = capsys.readouterr().err
     assert "a (fs:ext4-4k): a file system on a disk needs --mode wall" in err and err.count("\n") == 1
 
 
 def test_the_agent_is_told_and_the_run_key_holds_the_block_size(tmp_path):
+    """The QEMU target that attaches the disk tells the agent (KL_FS), and no one else."""
     options, initrd = lab.RunOptions("wall"), tmp_path / "agent.cpio"
     four, sixty_four = parse_short("a=lab-minimal+fs:ext4-4k"), parse_short("a=lab-minimal+fs:ext4-64k")
-    assert "KL_FS=ext4" in options.cmdline(four).split()
-    assert "KL_FS" not in options.cmdline(parse_short("a=lab-minimal"))
+    target = QemuTarget(arches.load("x86_64"), 64, fs=fsimage.parse("ext4-4k"))
+    argv = target.command(Path("k"), None, options.cmdline(four), "wall", None, Path("/c/fs.img"))
+    assert "KL_FS=ext4" in argv[argv.index("-append") + 1].split()
+    argv = QemuTarget(arches.load("x86_64"), 64).command(Path("k"), None, options.cmdline(four), "wall")
+    assert "KL_FS" not in argv[argv.index("-append") + 1]
+    assert "KL_FS" not in options.cmdline(four)
     assert options.key(initrd, sixty_four).endswith(" fs=ext4-64k")
     assert options.key(initrd, four) != options.key(initrd, sixty_four)
 
@@ -108,3 +113,22 @@ def test_a_wall_compare_boots_with_the_image_and_reports_it(lab, small_images, m
     (command, key), = [r for r in rows if "KL_FS" in r[0]]
     assert "snapshot=on" in command and key.endswith(" fs=ext4-4k")
     assert [p for p in (lab.cache / "fs-images").iterdir() if p.suffix == ".img"]
+
+
+@needs_mke2fs
+def test_an_image_for_the_workloads_has_their_room_free_and_no_file(small_images):
+    """Without fs:, the workloads' disk is ext4-4k with no tst.dd and their room free; with
+    fs:, the axis's image gains the room (another image, another key)."""
+    spec = fsimage.for_workloads(None, 200)
+    assert (spec.name, spec.block, spec.file_mib, spec.room_mib) == ("ext4-4k", 4096, 0, 200)
+    image = fsimage.image(spec)
+    dumped = subprocess.run(["dumpe2fs", "-h", str(image)], capture_output=True, text=True, check=True).stdout
+    free_blocks = int(dumped.split("Free blocks:")[1].split()[0])
+    assert free_blocks * 4096 >= 200 << 20
+    listing = subprocess.run(["debugfs", "-R", "ls -l /", str(image)], capture_output=True, text=True).stdout
+    assert fsimage.FILE_NAME not in listing
+    axis = fsimage.parse("ext4-64k")
+    with_room = fsimage.for_workloads(axis, 50)
+    assert (with_room.name, with_room.file_mib, with_room.room_mib) == ("ext4-64k", 4, 50)
+    assert fsimage.image_key(with_room) != fsimage.image_key(axis)
+    assert fsimage.image_mib(with_room) >= fsimage.image_mib(axis) + 50

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernellab.agent.compile import agent_binary
+from kernellab.errors import LabError
 from kernellab.experiments import compare
 from kernellab.experiments.placement import Placement
 from kernellab.experiments.spec import Experiment, parse_short
@@ -24,8 +25,15 @@ from kernellab.guest.workloads import Provenance
 from kernellab.store import Store
 from kernellab.targets import TargetOptions, running
 from kernellab.targets.machine import OWNER_SCRIPT, Facts
-from kernellab.targets.running import COPY_SCRIPT, EXISTS_SCRIPT, AgentOptions, RunningTarget
-from kernellab.targets.shell import LocalShell, SshShell, parse_ssh_url, script
+from kernellab.targets.running import (
+    COPY_SCRIPT,
+    DF_SCRIPT,
+    EXISTS_SCRIPT,
+    AgentOptions,
+    RunningTarget,
+    df_free_kib,
+)
+from kernellab.targets.shell import LocalShell, Result, SshShell, parse_ssh_url, script
 from workloadfiles import workload_file
 
 PWNED = "pwned"
@@ -296,3 +304,83 @@ def test_a_remote_program_from_a_debian_package_has_its_version(tmp_path):
     assert Provenance.of(inst, "ssh://posing", packages).line() == \
         f"workload w0: sh {version} from Debian's dash on ssh://posing: sh"
     assert [s.endswith(OWNER_SCRIPT) for s, _ in shell.sent] == [True]
+
+
+# -- the room under the agent's workdir: df -Pk --------------------------------------------
+
+HEADING = "Filesystem     1024-blocks      Used Available Capacity Mounted on\n"
+
+
+@pytest.mark.parametrize("line, kib", [
+    ("/dev/sda1         30830592  12345678  17000000      43% /", 17000000),      # coreutils
+    ("tmpfs                   102400         0    102400   0% /tmp", 102400),     # busybox
+    ("/dev/mapper/vg-a b 100 50 50 50% /mnt/my disk", 50),                         # spaces in both names
+    ("none 0 0 0 - /tmp", 0),                                                      # a size of 0: no capacity
+])
+def test_df_says_the_kib_available(line, kib):
+    assert df_free_kib(HEADING + line + "\n", "/tmp", "ssh://nas") == kib
+
+
+@pytest.mark.parametrize("said", [
+    "",
+    HEADING,
+    HEADING + "/dev/sda1 100 50 50 50% /\n/dev/sdb1 100 50 50 50% /tmp\n",           # two lines
+    HEADING + f"$(touch {PWNED}) 100 50 50 50% /\nrm -rf /\n",
+    HEADING + "/dev/sda1 \u0661\u0660\u0660 50 \u0665\u0660 50% /\n",                   # digits, not ASCII
+    HEADING + "/dev/sda1 100 50 -50 50% /\n",
+    HEADING + "/dev/sda1 100 50 " + "9" * 21 + " 50% /\n",
+    HEADING + "/dev/sda1 100 50 50 50% relative\n",
+    HEADING + "/dev/sda1 100 50 50\x1b[2J 50% /\n",
+    "df: /tmp: No such file or directory\n",
+])
+def test_df_output_that_is_not_posixs_is_refused_in_one_line(said):
+    with pytest.raises(LabError, match=r"cannot read the free space under /tmp on ssh://nas: `df -Pk /tmp` "
+                                       r"printed .*: check that df there is coreutils' or busybox's") as err:
+        df_free_kib(said, "/tmp", "ssh://nas")
+    assert "\n" not in str(err.value)
+
+
+def test_a_remotes_free_space_is_asked_of_df_as_a_constant_script_with_the_directory_its_argument(tmp_path):
+    """Over ssh: `df -Pk -- "$1"`, the directory a quoted parameter; run by the posing
+    machine's shell, it agrees with this machine's statvfs."""
+    argv = SshShell(parse_ssh_url("ssh://root@nas")).argv(script(DF_SCRIPT, "/tmp"))
+    sh, dash_c, body = shlex.split(argv[-1])
+    assert (sh, dash_c) == ("sh", "-c") and body.endswith(DF_SCRIPT)
+    assert shlex.split(body.removesuffix(f"\n{DF_SCRIPT}")) == ["set", "--", "/tmp"]
+    shell = PosingShell()
+    workdir, free = RunningTarget(shell, "ssh://posing").workdir_free_mib()
+    fs = os.statvfs("/tmp")
+    assert workdir == "/tmp" and abs(free - (fs.f_bavail * fs.f_frsize >> 20)) < 64
+    assert [s.endswith(DF_SCRIPT) for s, _ in shell.sent] == [True]
+
+
+class SmallShell(PosingShell):
+    """A posing machine whose df says `said` of /tmp."""
+
+    def __init__(self, said: str):
+        super().__init__()
+        self.said = said
+
+    def run(self, script, stdin=None, timeout_s=60.0):
+        if script.endswith(DF_SCRIPT):
+            self.sent.append((script, stdin))
+            return Result(0, self.said.encode(), "")
+        return super().run(script, stdin, timeout_s)
+
+
+def test_on_a_remote_a_workload_without_room_is_not_available_and_the_next_runs(tmp_path, remote):
+    big = workload_file(tmp_path, "big", 'echo "value: 1"', extra="[needs]\ndisk_mib = 20\n")
+    after = workload_file(tmp_path, "after", 'echo "value: 2"')
+    instances = compare.resolve_workloads([str(big), str(after)])
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    assert placement.machine is not None
+    placement.machine.shell = SmallShell(HEADING + "tmpfs 102400 92160 10240 90% /tmp\n")   # 10 MiB free
+    exp = Experiment("remote", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert failures == []
+    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    assert values["big.value"] == {"not_available": "needs 20 MiB free under /tmp, the machine has 10 MiB"}
+    assert values["after.value"]["median"] == 2

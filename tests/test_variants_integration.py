@@ -25,8 +25,7 @@ def test_metric_the_kernel_cannot_support_is_not_available_with_the_option_it_ne
     exp = Experiment("no-alg", [parse_short("base=lab-minimal"),
                                 parse_short("noalg=lab-minimal+CONFIG_CRYPTO_USER_API_SKCIPHER=n")])
     words = "KL_ONLY=syscall.null,crypto.aes256cbc_kernel,crypto.aes256cbc_user"
-    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, scratch_mib=0,
-                                                                 cmdline_extra=words))
+    how = compare.Plan(modes.get("icount"), 1, 1, lab.RunOptions("icount", timeout_s=300, cmdline_extra=words))
     report, failures = compare.run_experiment(exp, store, how, log=lambda m: None)
     assert failures == []
     metrics = {m["name"]: m for m in report["metrics"]}

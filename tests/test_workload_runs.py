@@ -9,6 +9,7 @@ integration test at the end runs a static program in a real lab-minimal guest.
 
 import dataclasses
 import json
+import os
 import shutil
 import socket
 import sqlite3
@@ -26,9 +27,11 @@ from kernellab.guest import workloads as guest_workloads
 from kernellab.guest.records import InvalidRecord, frame, parse
 from kernellab.metrics import catalog
 from kernellab.store import SCHEMA_VERSION, Store
-from kernellab.targets import TargetOptions
+from kernellab.targets import TargetOptions, fsimage, running
 from kernellab.workloads import Server, resolve
 from workloadfiles import workload_file
+
+needs_mke2fs = pytest.mark.skipif(shutil.which("mke2fs") is None, reason="e2fsprogs not installed")
 
 SCHEMA = Path(__file__).parent.parent / "src/kernellab/report/schema.json"
 
@@ -247,12 +250,169 @@ def test_the_local_target_runs_the_program_installed_here(tmp_path):
         "kl-not-installed is not installed on this machine: install Debian's dash")
 
 
+# -- needs.disk_mib: the room a workload's files need ---------------------------------------
+
+def disk_workload(tmp_path: Path, name: str, mib: int) -> Path:
+    """Prints its value, then the directory it ran in (which its run's log keeps)."""
+    return workload_file(tmp_path, name, 'echo "value: 7"; pwd', extra=f"[needs]\ndisk_mib = {mib}\n")
+
+
+def qemu_command(lab) -> list[str]:
+    """The argv of the last run's QEMU, as the store keeps it."""
+    [(command,)] = sqlite3.connect(lab.store).execute("SELECT command FROM runs ORDER BY id DESC LIMIT 1")
+    return json.loads(command)
+
+
+def file_system_drives(argv: list[str]) -> list[str]:
+    """The -drive arguments of the disk holding a file system (snapshot=on), not the scratch disk's."""
+    return [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "-drive" and "snapshot=on" in argv[i + 1]]
+
+
+def kernel_words(argv: list[str]) -> list[str]:
+    return argv[argv.index("-append") + 1].split()
+
+
+def workload_log(lab, label: str) -> str:
+    [(text,)] = sqlite3.connect(lab.store).execute(
+        "SELECT text FROM logs WHERE kind = ? ORDER BY id DESC LIMIT 1", (f"workload {label}",))
+    return text
+
+
+WALL = ("--mode", "wall", "--runs", "1", "--max-runs", "1")
+
+
+@needs_mke2fs
+def test_a_workload_that_needs_a_disk_works_on_an_ext4_disk_of_its_size_in_wall_mode(lab, capsys, tmp_path):
+    """As on a real machine: a fio-like workload needing 200 MiB gets a disk of its own
+    holding an ext4 file system with that room (no fs: given: the default, ext4-4k), the
+    agent mounts it (KL_FS=ext4) and the workload's directory is there; one that needs no
+    disk keeps the guest's tmpfs. The run's target details name the disk."""
+    big, small = disk_workload(tmp_path, "big", 200), disk_workload(tmp_path, "small", 0)
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(big), "--workload", str(small), *WALL)
+    assert metric(report, "big.value")["values"]["a"]["median"] == 7
+    assert metric(report, "small.value")["values"]["a"]["median"] == 7
+    [run] = report["variants"][0]["runs"]
+    details = run["target"]["details"]["file_system"]
+    assert details.startswith("ext4-4k (the workloads' disk: the variant names no fs:): ext4, 4 KiB blocks, "
+                              "no /tst.dd, 200 MiB free for the workloads' files"), details
+    command = qemu_command(lab)
+    [drive] = file_system_drives(command)
+    image = Path(drive.split(",")[0].removeprefix("file="))
+    assert image.stat().st_size >> 20 >= 200 + 128 and image.parent == lab.cache / "fs-images"
+    assert "KL_FS=ext4" in kernel_words(command)
+    assert "/mnt-fs/wl-0\n" in workload_log(lab, "big")          # the fake guest's mounted file system
+    assert "/mnt-fs/" not in workload_log(lab, "small")
+    # The raw scratch disk of the block metrics is still there, apart from it and as it was.
+    [scratch] = [a for a in command if a.endswith("/scratch.img,format=raw,if=virtio,cache=writeback")]
+    assert Path(scratch.split(",")[0].removeprefix("file=")).name == "scratch.img"
+
+
+@needs_mke2fs
+def test_with_an_fs_variant_the_workload_runs_on_the_file_system_compared(lab, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(fsimage, "FILE_MIB", 4)   # a small tst.dd beside the workloads' room
+    big = disk_workload(tmp_path, "big", 200)
+    report, _ = compare_json(lab, capsys, "a=tinyconfig+fs:ext4-1k", "--workload", str(big), *WALL)
+    assert metric(report, "big.value")["values"]["a"]["median"] == 7
+    details = report["variants"][0]["runs"][0]["target"]["details"]["file_system"]
+    assert details.startswith("ext4-1k: ext4, 1 KiB blocks, /tst.dd 4 MiB allocated, 200 MiB free for the "
+                              "workloads' files"), details
+    [drive] = file_system_drives(qemu_command(lab))
+    assert "ext4-1k-4m+200m-" in drive
+    assert "/mnt-fs/wl-0\n" in workload_log(lab, "big")
+
+
+def test_a_workload_that_needs_no_disk_gets_no_file_system_drive(lab, capsys, tmp_path):
+    small = disk_workload(tmp_path, "small", 0)
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(small), *WALL)
+    assert metric(report, "small.value")["values"]["a"]["median"] == 7
+    assert "file_system" not in report["variants"][0]["runs"][0]["target"]["details"]
+    command = qemu_command(lab)
+    assert file_system_drives(command) == [] and not [w for w in kernel_words(command) if w.startswith("KL_FS")]
+
+
+def test_under_icount_a_workload_that_needs_a_disk_is_not_run_and_says_why(lab, capsys, tmp_path):
+    """No disk under icount (its I/O would end the determinism): the agent does not run the
+    workload on the tmpfs for nothing, and its metrics say why, in the words of a metric's
+    `modes`; the others run."""
+    big, small = disk_workload(tmp_path, "big", 200), disk_workload(tmp_path, "small", 0)
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(big), "--workload", str(small),
+                             "--mode", "icount")
+    why = ("needs a disk for its files (needs.disk_mib = 200), which a guest gets in wall mode only (a disk's I/O "
+           "completes in host time, which icount mode's determinism cannot have): in icount mode it is not run")
+    assert metric(report, "big.value")["values"]["a"] == {"not_available": why}
+    assert metric(report, "small.value")["values"]["a"]["median"] == 7
+    status = {w["label"]: (w["status"], w["reason"]) for w in report["variants"][0]["runs"][0]["workloads"]}
+    assert status == {"big": ("no_disk", why), "small": ("ok", "")}
+    assert "-drive" not in qemu_command(lab)
+
+
+def test_in_wall_mode_a_guest_without_the_disk_does_not_run_the_workload_and_says_why(tmp_path):
+    """The agent's own reason (as file.* says it) when the file system did not mount."""
+    big = resolve(str(disk_workload(tmp_path, "big", 200)))
+    sink, ended = _Sink(), []
+    reader = guest_workloads.Reader([big], "wall", sink, lambda *a: a, ended.append)
+    for payload in ("seq=0 t=wl_begin w=0 name=big",
+                    "seq=1 t=wl_end w=0 status=no_disk code=0 elapsed_ns=0 reason=kernel_has_no_ext4"):
+        reader.record(parse(frame(payload)))
+    why = ("needs a disk for its files (needs.disk_mib = 200), and the guest has no file system on one: "
+           "kernel_has_no_ext4; not run on the tmpfs instead")
+    assert sink.na == {"big.value": why}
+    assert [(e.status, e.reason, e.elapsed_s) for e in ended] == [("no_disk", why, None)]
+
+
+def test_a_disk_the_host_cannot_hold_is_one_line_before_any_build(lab, capsys, tmp_path, monkeypatch):
+    """What a workload writes on its disk (snapshot=on) grows QEMU's overlay in $TMPDIR."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    huge = disk_workload(tmp_path, "huge", 1 << 40)   # an exbibyte
+    _, err = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(huge), "--mode", "wall", expect=2)
+    assert err.count("\n") == 1 and f"workload huge needs {1 << 40} MiB on its disk" in err, err
+    assert f"QEMU keeps under {tmp_path}" in err and "or set TMPDIR to a directory with room" in err
+    assert not (lab.cache / "artifacts").exists()
+
+
+def test_a_workload_the_machine_has_no_room_for_is_not_available_and_the_next_runs(tmp_path, monkeypatch):
+    """--target local: the free space under the agent's workdir (/tmp), by statvfs, before
+    the workloads run; the workload that does not fit is n/a with why, the rest run."""
+    real_statvfs = os.statvfs
+    asked: list[str] = []
+
+    def statvfs(path):
+        found = real_statvfs(path)
+        if str(path) != running.WORKDIR_PARENT:
+            return found
+        asked.append(str(path))
+        return os.statvfs_result((4096, 4096, 1 << 20, 1 << 15, 50 * 256, *tuple(found)[5:]))   # 50 MiB free
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    big, fits = disk_workload(tmp_path, "big", 100), disk_workload(tmp_path, "fits", 50)
+    after = workload_file(tmp_path, "after", 'echo "value: $((1 + $1))"', command='["sh", "{workdir}/run.sh", "{n}"]')
+    instances = compare.resolve_workloads([str(big), str(fits), f"{after}:n=41"])
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    exp = Experiment("local", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert failures == [] and asked == ["/tmp"]
+    assert metric(report, "big.value")["values"]["running"] == {
+        "not_available": "needs 100 MiB free under /tmp, the machine has 50 MiB"}
+    assert metric(report, "fits.value")["values"]["running"]["median"] == 7
+    assert metric(report, "after.value")["values"]["running"]["median"] == 42
+    status = {w["label"]: (w["status"], w["reason"]) for w in report["variants"][0]["runs"][0]["workloads"]}
+    assert status["big"] == ("not_run", "needs 100 MiB free under /tmp, the machine has 50 MiB")
+    assert status["fits"][0] == status["after:n=41"][0] == "ok"
+
+
 # -- the records and the reader ---------------------------------------------------------
 
 def test_workload_records_are_checked_like_the_agents_own():
     assert parse(frame("seq=1 t=wl_out w=0 data=a%20b%0A")).fields == {"w": "0", "data": "a%20b%0A"}
+    no_disk = parse(frame("seq=1 t=wl_end w=0 status=no_disk code=0 elapsed_ns=0 reason=mount_failed_errno_22"))
+    assert no_disk.fields["reason"] == "mount_failed_errno_22"
     for bad in ("seq=1 t=wl_out w=0 data=50%", "seq=1 t=wl_end w=0 status=fine code=0 elapsed_ns=1",
-                "seq=1 t=wl_begin w=x name=a", "seq=1 t=wl_end w=0 status=ok code=0"):
+                "seq=1 t=wl_begin w=x name=a", "seq=1 t=wl_end w=0 status=ok code=0",
+                "seq=1 t=wl_end w=0 status=no_disk code=0 elapsed_ns=0",   # why not: missing
+                "seq=1 t=wl_end w=0 status=ok code=0 elapsed_ns=0 reason=x",   # only no_disk has one
+                "seq=1 t=wl_end w=0 status=no_disk code=0 elapsed_ns=0 reason=a%20b"):
         with pytest.raises(InvalidRecord):
             parse(frame(bad))
 
@@ -321,13 +481,22 @@ def test_server_records_are_checked_and_kept_apart_from_the_clients_output(tmp_p
 def test_the_agents_file_carries_the_server_and_how_it_is_ready():
     redis, nginx = resolve("redis:requests=2000"), resolve("nginx")
     words = guest_workloads.encode([redis, nginx]).split(b"\0")
-    assert words[:2] == [b"kernellab-workloads 2", b"2"]
+    assert words[:2] == [b"kernellab-workloads 3", b"2"]
     start = words.index(b"redis-server")
     assert words[start - 1] == b"11"    # its argv's length, "" for --save among them
     assert words[start + 11:start + 16] == [b"line", b"Ready to accept connections", b"30000", b"TERM",
                                             str(round(Server.stop_grace_s * 1000)).encode()]
     start = len(words) - 1 - words[::-1].index(b"nginx")   # the server's argv[0], after its label and files
     assert words[start + 7:start + 10] == [b"port", b"8080", b"30000"]
+
+
+def test_the_agents_file_says_which_workloads_need_a_disk(tmp_path):
+    """After each workload's label and timeout: 1 if it needs a disk, else 0 (agent/workload.c)."""
+    big, small = resolve(str(disk_workload(tmp_path, "big", 200))), resolve(str(disk_workload(tmp_path, "small", 0)))
+    words = guest_workloads.encode([big, small]).split(b"\0")
+    assert words[2:6] == [b"big", b"30000", b"1", b"stdout"]
+    at = words.index(b"small")
+    assert words[at:at + 4] == [b"small", b"30000", b"0", b"stdout"]
 
 
 def test_the_catalog_describes_registered_workload_metrics(tmp_path):
@@ -500,6 +669,109 @@ def test_servers_from_debian_in_a_lab_minimal_guest_twice_identical_or_what_they
     unavailable = dict(sqlite3.connect(store.path).execute(
         "SELECT metric, reason FROM unavailable WHERE run_id = ?", (outcome.run_id,)))
     assert unavailable["redis.get_rps"] == "needs CONFIG_EPOLL"
+
+
+DISKWRITE_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	static char block[1 << 20];
+	struct statfs fs;
+	int fd = open(argv[1], O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	long mib = atol(argv[2]);
+	for (long i = 0; fd >= 0 && i < mib; i++)
+		if (write(fd, block, sizeof(block)) != (ssize_t)sizeof(block))
+			return 1;
+	if (fd < 0 || fsync(fd) < 0 || statfs(argv[1], &fs) < 0)
+		return 1;
+	printf("magic: %lu\nwritten MiB: %ld\n", (unsigned long)fs.f_type, mib);
+	return 0;
+}
+"""
+
+DISKWRITE_TOML = """name = "diskwrite"
+description = "writes N MiB to a file under its directory and says the file system's magic"
+packages = []
+binaries = ["diskwrite"]
+command = ["diskwrite", "{workdir}/big.dat", "{mib}"]
+fixed_work = true
+why = "a fixed number of bytes"
+
+[run]
+iterations = "mib"
+timeout_s = 120
+
+[params.mib]
+default = "96"
+pattern = '[1-9][0-9]{0,3}'
+help = "MiB written"
+
+[output]
+format = "text"
+
+[needs]
+kernel = ["CONFIG_VIRTIO_BLK", "CONFIG_EXT4_FS"]
+disk_mib = 128
+
+[[metric]]
+name = "magic"
+unit = "count"
+better = "higher"
+modes = ["wall"]
+regex = '^magic: ([0-9]+)$'
+
+[[metric]]
+name = "written"
+unit = "MiB"
+better = "higher"
+modes = ["wall"]
+regex = '^written MiB: ([0-9]+)$'
+"""
+
+
+@pytest.mark.integration
+def test_a_workload_that_needs_a_disk_writes_on_ext4_on_a_virtio_disk_or_says_the_kernel_lacks_ext4(
+        minimal, store, tmp_path):
+    """In wall mode QEMU attaches an ext4 disk with room for the workload's disk_mib (the
+    variant names no fs:), the agent mounts it, and the program (static, the user's own)
+    writes 96 MiB there: more than the guest's tmpfs could take beside the agent, on a file
+    system whose magic is ext4's. lab-minimal has no ext4: the agent finds the disk, cannot
+    mount it, does not run the program on the tmpfs instead, and its metrics say what the
+    kernel lacks."""
+    from kernellab.agent.compile import cross_targets
+    from kernellab.experiments import lab
+
+    cc = cross_targets()["x86_64"].cc
+    (tmp_path / "diskwrite.c").write_text(DISKWRITE_C)
+    subprocess.run([cc, "-static", "-O1", "-o", str(tmp_path / "diskwrite"), str(tmp_path / "diskwrite.c")],
+                   check=True)
+    (tmp_path / "diskwrite.toml").write_text(DISKWRITE_TOML)
+    instances = compare.resolve_workloads([str(tmp_path / "diskwrite.toml")])
+    options = lab.RunOptions(mode="wall", timeout_s=600, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=3",
+                             workloads=instances)
+    with_ext4 = lab.prepare(parse_short("ext4=lab-minimal+ext4"))
+    for prepared, build in ((with_ext4, lab.ensure_built(with_ext4, store)), minimal):
+        outcome = lab.run(prepared, build, store, options)
+        assert outcome.status == "ok", outcome.reason
+        details = json.loads(store.run(outcome.run_id)["target_info"])["details"]
+        assert details["file_system"].startswith("ext4-4k (the workloads' disk: the variant names no fs:): ext4, "
+                                                 "4 KiB blocks, no /tst.dd, 128 MiB free"), details
+        [row] = store.run_workloads(outcome.run_id)
+        metrics = store.run_metrics(outcome.run_id)
+        if prepared is with_ext4:
+            assert row["status"] == "ok", (row, store.run_log(outcome.run_id)[-3000:])
+            assert "t=meta key=file_system value=ext4,/dev/vd" in store.run_log(outcome.run_id)
+            assert metrics["diskwrite.magic"] == [float(0xEF53)]   # EXT4_SUPER_MAGIC: not the tmpfs's
+            assert metrics["diskwrite.written"] == [96.0]
+        else:
+            assert row["status"] == "no_disk" and row["reason"].endswith(
+                "has no file system on one: kernel_has_no_ext4; not run on the tmpfs instead"), row
+            assert "diskwrite.written" not in metrics
+            assert store.run_unavailable(outcome.run_id)["diskwrite.written"] == "needs CONFIG_EXT4_FS"
 
 
 def test_a_guest_whose_initramfs_did_not_unpack_says_so_in_each_failed_workloads_reason(tmp_path):

@@ -10,6 +10,8 @@ from importlib import resources
 from . import datafile
 from .errors import LabError
 
+# Why a disk (the fs: axis's, a workload's: targets.fsimage) is for wall mode only.
+DISK_WALL_ONLY = "a disk's I/O completes in host time, which icount mode's determinism cannot have"
 # Boots per variant, asked for (--runs, --max-runs, an experiment's runs): a number past
 # this is a typo or a digit string from elsewhere (int() reads any script's digits), not an
 # experiment, and would boot for days before saying anything.

@@ -20,6 +20,12 @@
  * after the first pass); cached writes end with fsync, cached reads start
  * cold.  Without a file system, or with one the kernel cannot mount, every
  * file.* metric says why in its t=na record.
+ *
+ * The same file system holds the directory of each workload that needs a
+ * disk (workload_disk_dir()): the host attaches one for them in wall mode,
+ * the fs: axis's image or, without one, an ext4 image with room for them
+ * and no FILE_NAME (file.* then say so).  Where it did not mount, such a
+ * workload is not run, with the same reason (workload.c).
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64 /* 32-bit targets: a file of 1 GiB and more */
@@ -49,6 +55,7 @@
 static char file_path[256];        /* empty: no file; why is in no_file */
 static char no_file[96] = "no_file_system";
 static char mounted[64];           /* what file_setup() mounted, for the t=meta record */
+static const char *file_dir;       /* local mode: KL_FILE_DIR, as given */
 static long file_mb;               /* MiB per sample; 0: the whole file */
 static int file_fd = -1;
 static void *request;
@@ -87,7 +94,11 @@ static void mount_file_system(const char *type)
 		return;
 	}
 	snprintf(mounted, sizeof(mounted), "%s,%s,block_%lu", type, dev, block);
-	snprintf(file_path, sizeof(file_path), FS_MOUNT "/" FILE_NAME);
+	/* The image made for the workloads alone has no file to measure. */
+	if (access(FS_MOUNT "/" FILE_NAME, F_OK) < 0 && errno == ENOENT)
+		snprintf(no_file, sizeof(no_file), "no_" FILE_NAME "_on_the_file_system");
+	else
+		snprintf(file_path, sizeof(file_path), FS_MOUNT "/" FILE_NAME);
 }
 
 void file_setup(void)
@@ -108,11 +119,30 @@ void file_setup(void)
 		return;
 	}
 	if ((v = getenv("KL_FILE_DIR")) && *v) {
+		file_dir = v;
 		if ((size_t)snprintf(file_path, sizeof(file_path), "%s/" FILE_NAME, v) >= sizeof(file_path)) {
 			file_path[0] = '\0';
 			snprintf(no_file, sizeof(no_file), "KL_FILE_DIR_too_long");
 		}
 	}
+}
+
+const char *workload_disk_dir(const char *workdir, const char **why)
+{
+	struct stat st;
+
+	if (pid1) {
+		*why = no_file;
+		return mounted[0] ? FS_MOUNT : NULL;
+	}
+	/* A machine's own file systems: the host read the room under workdir before the run. */
+	if (!file_dir)
+		return workdir;
+	if (stat(file_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		*why = "KL_FILE_DIR_is_not_a_directory";
+		return NULL;
+	}
+	return file_dir;
 }
 
 void report_file_system(void)

@@ -8,6 +8,13 @@
  * Whatever fails, the file.* metrics say why.
  */
 void file_setup(void);
+/*
+ * Where a workload that needs a disk makes its directory: in PID-1 mode the
+ * mounted file system (FS_MOUNT), in local mode KL_FILE_DIR if given, else
+ * workdir (the machine's own file systems).  NULL, with why in *why (a
+ * record-safe word, as the file.* metrics' reasons), when there is none.
+ */
+const char *workload_disk_dir(const char *workdir, const char **why);
 /* After t=hello: t=meta key=file_system value=TYPE,DEVICE,block_BYTES if one is mounted. */
 void report_file_system(void);
 

@@ -65,8 +65,11 @@
  *   KL_BLOCK_MB      blk.*: MiB moved per sample (32)
  *   KL_ALLOC_CAP_MB  mem.alloc_max: stop there (4096; local mode 64)
  *   KL_FS            file.*: PID-1 mode: the file system the host made on a
- *                    disk of its own (ext4), mounted on /mnt/fs (file.c)
- *   KL_FILE_DIR      file.*: local mode: the directory holding tst.dd
+ *                    disk of its own (ext4), mounted on /mnt/fs (file.c);
+ *                    the workloads that need a disk work there too
+ *   KL_FILE_DIR      file.*: local mode: the directory holding tst.dd, and
+ *                    where the workloads that need a disk work (else the
+ *                    agent's own /tmp directory)
  *   KL_FILE_MB       file.*: MiB moved per sample (the whole file)
  *   KL_PROFILE       1: the kernel tick profiler's counters, reset before the
  *                    suite and sent after it (profile.c; needs profile=N)

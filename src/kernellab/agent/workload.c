@@ -20,11 +20,20 @@
  * ready within C ms; killed) and server_died (it ended while the client
  * ran, with C as for server_failed: a non-zero status or a signal; a
  * server that leaves with status 0, like iperf3 --one-off, is not a
- * failure).  elapsed_ns is the client's run time.
+ * failure).  elapsed_ns is the client's run time.  A workload that needs a
+ * disk when there is none to give it is not run:
  *
- * The file: NUL-terminated words.  "kernellab-workloads 2", the number of
+ *     t=wl_end w=N status=no_disk code=0 elapsed_ns=0 reason=WHY
+ *
+ * WHY as the file.* metrics say it (file.c: the file system did not mount,
+ * and why), never run on the tmpfs instead.
+ *
+ * The file: NUL-terminated words.  "kernellab-workloads 3", the number of
  * workloads, then for each: its label, its timeout in ms (the server's
- * start and the client together), the stream to capture (stdout, stderr or
+ * start and the client together), whether it needs a disk (1: its
+ * directory goes on the file system of a disk, file.c's
+ * workload_disk_dir(); 0: on the agent's own workdir, a guest's tmpfs),
+ * the stream to capture (stdout, stderr or
  * both), the number of files to write into its directory and each file's
  * name and content, the number of argv words and the words, then the
  * number of its server's argv words (0: no server) and, with a server, the
@@ -62,10 +71,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "record.h"
 #include "workload.h"
 
-#define MAGIC "kernellab-workloads 2"
+#define MAGIC "kernellab-workloads 3"
 #define MAX_FILE_BYTES (16L << 20)
 #define MAX_WORDS 1024L
 #define MAX_TIMEOUT_MS (7L * 24 * 3600 * 1000)
@@ -92,7 +102,7 @@ struct server {
 
 struct workload {
 	const char *label, *stream;
-	long timeout_ms, files, argc;
+	long timeout_ms, disk, files, argc; /* disk: 1 if it needs one */
 	char **file; /* name, content, name, content, ... */
 	char **argv; /* NULL-terminated */
 	struct server server;
@@ -229,9 +239,10 @@ static int parse_workload(struct words *w, struct workload *wl)
 {
 	wl->label = word(w);
 	wl->timeout_ms = number(w, MAX_TIMEOUT_MS);
+	wl->disk = number(w, 1);
 	wl->stream = word(w);
 	wl->files = number(w, MAX_WORDS);
-	if (!wl->label || wl->timeout_ms < 1 || !wl->stream || wl->files < 0)
+	if (!wl->label || wl->timeout_ms < 1 || wl->disk < 0 || !wl->stream || wl->files < 0)
 		return -1;
 	wl->file = calloc((size_t)wl->files * 2 + 1, sizeof(char *));
 	if (!wl->file)
@@ -676,6 +687,17 @@ static struct verdict run_client(struct proc *c, struct proc *server, long long 
 	return (struct verdict){ "ok", 0 };
 }
 
+/* A workload that needs a disk, and there is none: why, in its t=wl_end. */
+static void not_run(int index, const struct workload *wl, const char *why)
+{
+	char label[128], reason[96];
+
+	snprintf(label, sizeof(label), "%s", wl->label);
+	snprintf(reason, sizeof(reason), "%s", why);
+	emit("t=wl_begin w=%d name=%s", index, sanitize(label));
+	emit("t=wl_end w=%d status=no_disk code=0 elapsed_ns=0 reason=%s", index, sanitize(reason));
+}
+
 static void run_one(int index, const struct workload *wl, const char *workdir, const char *bin_dir)
 {
 	const struct server *srv = &wl->server;
@@ -719,6 +741,7 @@ done:
 void run_workloads(const char *path, const char *workdir)
 {
 	char bin_dir[PATH_MAX], *slash;
+	const char *disk_dir, *no_disk;
 	struct words w;
 	size_t len;
 	long count;
@@ -751,7 +774,12 @@ void run_workloads(const char *path, const char *workdir)
 			free(wl.server.argv);
 			break;
 		}
-		run_one((int)i, &wl, workdir, bin_dir);
+		if (!wl.disk)
+			run_one((int)i, &wl, workdir, bin_dir);
+		else if ((disk_dir = workload_disk_dir(workdir, &no_disk)))
+			run_one((int)i, &wl, disk_dir, bin_dir);
+		else
+			not_run((int)i, &wl, no_disk);
 		free(wl.file);
 		free(wl.argv);
 		free(wl.server.argv);

@@ -27,7 +27,7 @@ from ..report.model import Only, VariantRecord, build_report, run_medians, sampl
 from ..report.terminal import Screen
 from ..stats import imprecise_metrics
 from ..store import Store
-from ..targets import Capabilities, Target, fsimage
+from ..targets import Capabilities, Target
 from ..targets.qemu import extra_device_args
 from ..targets.running import RunningTarget
 from . import lab
@@ -136,7 +136,7 @@ def _check_machines(exp: Experiment, how: modes.Mode) -> None:
                            f"would measure the host's oversubscription, not the guest; use --mode icount or at "
                            f"most {cores} vcpus")
         if how.deterministic and v.fs:
-            raise LabError(f"{v.name} (fs:{v.fs}): a file system on a disk needs --mode wall: {fsimage.WALL_ONLY}")
+            raise LabError(f"{v.name} (fs:{v.fs}): a file system on a disk needs --mode wall: {modes.DISK_WALL_ONLY}")
         if v.devices:   # an arch with no extra_device refuses it
             extra_device_args(arches.load(v.arch), v.devices, v.name)
 

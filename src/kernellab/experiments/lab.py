@@ -39,7 +39,7 @@ from ..sources import Source
 from ..store import Store
 from ..targets import Console, Site, Target, TargetInfo, TargetOptions, Want
 from ..targets.machine import running_config, running_config_file
-from ..targets.qemu import SCRATCH_MIB
+from ..targets.qemu import disk_mib
 from ..targets.registry import Ask, check
 from ..targets.running import WORKLOADS_OPTION, RunningTarget
 from ..workloads import Instance
@@ -192,7 +192,6 @@ class RunOptions:
     initcalls: bool = False        # boot with initcall_debug and record every initcall's time
     repeats: int | None = None     # the agent's repeats per metric (None: its default)
     cmdline_extra: str = ""        # more kernel command line, e.g. KL_ONLY=syscall.null
-    scratch_mib: int = SCRATCH_MIB  # wall mode only
     with_groups: tuple[str, ...] = ()   # opt-in metric groups the agent runs too (KL_WITH)
     workloads: tuple[Instance, ...] = ()   # real programs the agent runs after its tables (--workload)
 
@@ -204,14 +203,17 @@ class RunOptions:
         wl = f" workloads={guest_workloads.digest(self.workloads)}" if self.workloads else ""
         return f"{self.mode} {initrd.name} {self.cmdline(spec)}{vcpus}{devices}{fs}{wl}"
 
+    @property
+    def disk_mib(self) -> int:
+        """The room the workloads need on a disk's file system (a QEMU guest's, wall mode)."""
+        return disk_mib(self.workloads)
+
     def workload_timeout_s(self) -> float:
         """The guest time the workloads may take at most, beyond the agent's own."""
         return sum(i.workload.longest_s() for i in self.workloads)
 
     def cmdline(self, spec: VariantSpec) -> str:
         words = [*spec.boot_words(), self.cmdline_extra]
-        if spec.file_system is not None:
-            words.append(spec.file_system.kernel_word)   # KL_FS=ext4: the agent mounts it
         if self.initcalls:
             # initcall_debug reports at KERN_DEBUG: raise the console level to show it.
             words.append("initcall_debug loglevel=8")
@@ -330,6 +332,9 @@ class _StoreSink:
             reason = "needs --block-dir DIR: kernellab writes no device, only a file in a directory you name"
         elif reason == "no_file_system":
             reason = "no file system to measure on: give the variant fs:ext4-4k (or ext4-64k), in wall mode"
+        elif reason == "no_tst.dd_on_the_file_system":
+            reason = ("the file system the run's workloads got has no file to measure: give the variant "
+                      "fs:ext4-4k (or ext4-64k)")
         elif reason == "reached_KL_ALLOC_CAP_MB":
             reason = ("stopped at its cap, KL_ALLOC_CAP_MB (64 MiB on a real machine, which kernellab does not "
                       "push into reclaim): a lower bound, not a measurement")
@@ -414,8 +419,8 @@ def default_site() -> Site:
 def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Target:
     site = default_site()
     image = build.image if build is not None else None
-    return site.target(Want(p.profile, options.mode, image, options.scratch_mib, p.spec.vcpus, p.spec.devices,
-                            p.spec.file_system), lambda _: None)
+    return site.target(Want(p.profile, options.mode, image, vcpus=p.spec.vcpus, devices=p.spec.devices,
+                            fs=p.spec.file_system, disk_mib=options.disk_mib), lambda _: None)
 
 
 def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
@@ -431,9 +436,22 @@ def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
     return f" {WORKLOADS_OPTION}={path}"
 
 
-def _workload_reader(options: RunOptions, sink: _StoreSink, info: TargetInfo, store: Store,
-                     run_id: int, p: Prepared, target: Target) -> guest_workloads.Reader | None:
-    """What reads the run's workloads back, storing each one's provenance and raw output."""
+def _without_room(target: Target, workloads: tuple[Instance, ...]) -> dict[int, str]:
+    """The workloads (by index) whose disk (needs.disk_mib) a machine has no room for where
+    their {workdir} is, each with why; asked of the machine only when one needs a disk. A
+    guest gets a disk with room for them instead (RunOptions.disk_mib, targets.qemu; none
+    under icount, where the agent does not run them: guest.workloads.Reader)."""
+    if not any(i.workload.needs.disk_mib for i in workloads) or not isinstance(target, targets.MachinePrograms):
+        return {}
+    workdir, free = target.workdir_free_mib()
+    return {n: f"needs {i.workload.needs.disk_mib} MiB free under {workdir}, the machine has {free} MiB"
+            for n, i in enumerate(workloads) if i.workload.needs.disk_mib > free}
+
+
+def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink: _StoreSink, info: TargetInfo,
+                     store: Store, run_id: int, p: Prepared, target: Target) -> guest_workloads.Reader | None:
+    """What reads the run's workloads (`instances`, those the agent runs) back, storing each
+    one's provenance and raw output."""
     if not options.workloads:
         return None
     # A guest runs the programs of the userland kernellab assembled; a machine its own.
@@ -452,7 +470,7 @@ def _workload_reader(options: RunOptions, sink: _StoreSink, info: TargetInfo, st
 
     # A real machine's runs say which one ("this machine", "ssh://root@nas"); a guest has no such name.
     where = info.details.get("target", "the guest")
-    return guest_workloads.Reader(options.workloads, options.mode, sink,
+    return guest_workloads.Reader(instances, options.mode, sink,
                                   lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where,
                                   debian=info.details.get("packages", "Debian's") == "Debian's")
 
@@ -473,7 +491,10 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     boot = bootable(p, build)
     build_key = boot.key if boot is not None else f"running-{p.source.content_hash[:20]}"
     kernel = boot.image if boot is not None else None
-    cmdline = options.cmdline(p.spec) + _workloads_word(target, options.workloads)
+    # A workload the machine has no room for is not run; the others are.
+    no_room = _without_room(target, options.workloads)
+    runnable = tuple(i for n, i in enumerate(options.workloads) if n not in no_room)
+    cmdline = options.cmdline(p.spec) + _workloads_word(target, runnable)
     timeout_s = options.timeout_s + options.workload_timeout_s()
     with target.start(kernel, initrd, cmdline, options.mode, timeout_s) as console:
         run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
@@ -483,7 +504,11 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        session = Session(sink, watcher, _workload_reader(options, sink, info, store, run_id, p, target))
+        reader = _workload_reader(options, runnable, sink, info, store, run_id, p, target)
+        for n, why in no_room.items():
+            assert reader is not None   # the run has workloads
+            reader.not_run(options.workloads[n], why)
+        session = Session(sink, watcher, reader)
         try:
             with progress.task(f"{p.spec.name}: booting", _BOOT_STEPS, "milestones") as watcher.bar:
                 result = session.read(console)

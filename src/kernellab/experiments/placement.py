@@ -15,6 +15,7 @@ from ..targets import Site, Target, TargetOptions, Want, registry
 from ..targets.accel import ACCELS
 from ..targets.kexec import KexecTarget
 from ..targets.machine import running_config_file
+from ..targets.qemu import check_disk_room
 from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
 from ..workloads import Instance
@@ -79,7 +80,8 @@ class Placement:
             self.kexec.check_variant(p.spec.name, p.config.values, module_options(p.source.tree))
             self._checked.add(p.spec.name)
         return self.site.target(Want(p.profile, options.mode, build.image if build is not None else None,
-                                     options.scratch_mib, p.spec.vcpus, p.spec.devices, p.spec.file_system),
+                                     vcpus=p.spec.vcpus, devices=p.spec.devices, fs=p.spec.file_system,
+                                     disk_mib=options.disk_mib),
                                 self.log)
 
     def for_probes(self, command: str, mode: str,
@@ -111,6 +113,10 @@ class Placement:
 
 def check_workloads(placement: Placement | None, instances: Sequence[Instance], mode: str) -> None:
     """Refuse, in one line before anything is built, a workload that needs what the
-    command's target (QEMU TCG when it names none) cannot give in `mode`."""
+    command's target (QEMU TCG when it names none) cannot give in `mode`: files on a guest's
+    disk (wall mode: targets.qemu.check_disk_room) the host has no room for, too. A machine's
+    room is asked at each run (lab.run): a workload it cannot hold is not available then."""
     site = placement.site if placement is not None else lab.default_site()
     registry.check_workloads(site.spec, site.capabilities, instances, mode)
+    if site.capabilities.disks and not modes.get(mode).deterministic:
+        check_disk_room(instances)

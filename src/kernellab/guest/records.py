@@ -156,15 +156,18 @@ def _check_metric(metric: str, unit: str, payload: str) -> None:
 # The workloads' records (agent/workload.c), field sets as it prints them.
 _WORKLOAD_FIELDS = {"wl_begin": {"w", "name"}, "wl_out": {"w", "data"}, "wl_srv": {"w", "data"},
                     "wl_end": {"w", "status", "code", "elapsed_ns"}}
-_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed"
+_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed|no_disk"
                               r"|server_(?:exec_failed|port_busy|failed|not_ready|died)")
+_REASON = re.compile(r"[A-Za-z0-9._+,/-]{1,95}")   # the agent's sanitize(), in its 96 bytes
 _ESCAPED = re.compile(r"(?:[!-$&-~]|%[0-9A-F]{2})+")    # a piece of output, %XX outside '!'..'~'
 
 
 def _check_workload(kind: str, fields: dict[str, str], payload: str) -> None:
-    if set(fields) != _WORKLOAD_FIELDS[kind]:
-        raise InvalidRecord(f"{kind} record with fields other than {'/'.join(sorted(_WORKLOAD_FIELDS[kind]))}",
-                            payload)
+    # A workload not run for want of a disk says why (agent/workload.c: not_run).
+    expected = _WORKLOAD_FIELDS[kind] | ({"reason"} if kind == "wl_end" and fields.get("status") == "no_disk"
+                                         else set())
+    if set(fields) != expected:
+        raise InvalidRecord(f"{kind} record with fields other than {'/'.join(sorted(expected))}", payload)
     count(fields["w"], "w", payload)
     if kind in ("wl_out", "wl_srv") and not _ESCAPED.fullmatch(fields["data"]):
         raise InvalidRecord(f"{kind} record whose data is not escaped output", payload)
@@ -174,6 +177,8 @@ def _check_workload(kind: str, fields: dict[str, str], payload: str) -> None:
         count(fields["code"], "code", payload)
         if not re.fullmatch(r"[0-9]{1,20}", fields["elapsed_ns"]):
             raise InvalidRecord("wl_end record whose elapsed_ns is not a count", payload)
+        if "reason" in expected and not _REASON.fullmatch(fields["reason"]):
+            raise InvalidRecord("wl_end record whose reason is not a word of the agent's", payload)
 
 
 def _check_prof(fields: dict[str, str], payload: str) -> None:

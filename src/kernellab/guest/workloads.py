@@ -1,14 +1,18 @@
 """A run's workloads (kernellab.workloads: real programs as data), as the agent runs them
 and as the host reads them back.
 
-The host writes one file for the agent (`encode`): per workload its label, timeout, the
-stream to capture, the files to write into its directory, its argv and its server's (with
-how the agent knows it is ready and how it stops it), NUL-separated, so that an argv word
-may hold any character but NUL and nothing goes through a shell. The
-workload's directory is the agent's to choose: "{workdir}" stays in the words and the
-files, and the agent fills it in. Under QEMU the file is /kernellab/workloads in the
-initramfs, the user's own programs (`binaries`) in /kernellab/bin beside it; on a running
-machine it is a file in kernellab's cache that KL_WORKLOADS names, with bin/ beside it.
+The host writes one file for the agent (`encode`): per workload its label, timeout, whether
+it needs a disk (needs.disk_mib), the stream to capture, the files to write into its
+directory, its argv and its server's (with how the agent knows it is ready and how it stops
+it), NUL-separated, so that an argv word may hold any character but NUL and nothing goes
+through a shell. The workload's directory is the agent's to choose: "{workdir}" stays in
+the words and the files, and the agent fills it in: on the file system of the disk QEMU
+attaches for it (wall mode: targets.qemu) for one that needs a disk, else on the guest's
+tmpfs; on a running machine, under the agent's own /tmp directory. Where a guest has no
+file system for it, the agent does not run it and says why (status no_disk). Under QEMU
+the file is /kernellab/workloads in the initramfs, the user's own programs (`binaries`) in
+/kernellab/bin beside it; on a running machine it is a file in kernellab's cache that
+KL_WORKLOADS names, with bin/ beside it.
 
 The agent frames each program's output into t=wl_begin, t=wl_out and t=wl_end records, its
 server's into t=wl_srv (agent/workload.c); `Reader` reassembles each workload's output,
@@ -30,13 +34,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
-from .. import paths
+from .. import modes, paths
 from ..errors import LabError
 from ..metrics import catalog
 from ..workloads import Instance, ResolvedMetric, binary_paths
 from .records import Record
 
-MAGIC = "kernellab-workloads 2"
+MAGIC = "kernellab-workloads 3"
 # Where the initramfs holds them (agent/workload.h: WORKLOADS_PID1_FILE).
 INITRAMFS_DIR = "kernellab"
 INITRAMFS_FILE = f"{INITRAMFS_DIR}/workloads"
@@ -214,7 +218,8 @@ def encode(instances: Sequence[Instance]) -> bytes:
         w = inst.workload
         files = inst.files(WORKDIR)
         argv = inst.argv(WORKDIR)
-        words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), w.output.stream, str(len(files))]
+        words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), "1" if w.needs.disk_mib else "0",
+                  w.output.stream, str(len(files))]
         for name, content in files.items():
             words += [name, content]
         words += [str(len(argv)), *argv, *_server_words(inst)]
@@ -293,8 +298,9 @@ class Ended:
     """One workload of a run, as it ended: what the lab stores of it."""
     inst: Instance
     # ok, exit, signal, timeout, exec_failed, setup_failed, server_exec_failed, server_port_busy,
-    # server_failed, server_not_ready, server_died (as the agent says), not_run (the run ended
-    # first), unparsed (its output gave none of its metrics)
+    # server_failed, server_not_ready, server_died, no_disk (as the agent says), not_run (the
+    # run ended first, or the machine lacked what it needs), unparsed (its output gave none of
+    # its metrics)
     status: str
     reason: str              # "" when every metric was read
     elapsed_s: float | None
@@ -349,7 +355,10 @@ class Reader:
         elif record.type == "wl_end":
             got = self.running.pop(index, None) or _Running(self.instances[index])
             self.done.add(index)
-            self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9)
+            if f["status"] == "no_disk":
+                self._no_disk(got.inst, f["reason"])
+            else:
+                self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9)
 
     def finish(self, why: str) -> None:
         """The run is over: each workload that did not end is not available, with why."""
@@ -361,6 +370,24 @@ class Reader:
                 self._unavailable(inst, reason)
                 self.done.add(index)
                 self.ended(Ended(inst, "not_run", reason, None, output))
+
+    def not_run(self, inst: Instance, reason: str) -> None:
+        """A workload the run does not give the agent, as the machine lacks what it needs
+        (`reason`: "needs ..."): its metrics not available, with why."""
+        self._unavailable(inst, reason)
+        self.ended(Ended(inst, "not_run", reason, None, ""))
+
+    def _no_disk(self, inst: Instance, why: str) -> None:
+        """The agent did not run `inst`: it needs a disk, and the guest's file system for it
+        is not there (`why`: the agent's words, as file.* says them)."""
+        need = f"needs a disk for its files (needs.disk_mib = {inst.workload.needs.disk_mib})"
+        if modes.get(self.mode).deterministic:   # QEMU attaches none: consistent with a metric's `modes`
+            reason = (f"{need}, which a guest gets in wall mode only ({modes.DISK_WALL_ONLY}): in {self.mode} "
+                      "mode it is not run")
+        else:
+            reason = f"{need}, and {self.where} has no file system on one: {why}; not run on the tmpfs instead"
+        self._unavailable(inst, reason)
+        self.ended(Ended(inst, "no_disk", reason, None, ""))
 
     def _end(self, got: _Running, status: str, code: int, elapsed_s: float) -> None:
         inst = got.inst

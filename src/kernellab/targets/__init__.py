@@ -90,9 +90,14 @@ class Target(Protocol):
 @runtime_checkable
 class MachinePrograms(Protocol):
     """A target whose workloads run the programs its machine has installed (a running
-    machine's, targets.running): it says which Debian package each came from."""
+    machine's, targets.running), in a directory of its own file systems: it says which
+    Debian package each came from, and how much room that directory has."""
 
     def installed(self, instances: Sequence[Instance]) -> Packages: ...
+
+    def workdir_free_mib(self) -> tuple[str, int]:
+        """Where the workloads' {workdir} is made, and the MiB free there."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -115,10 +120,11 @@ class Want:
     profile: ArchProfile
     mode: str
     image: Path | None = None
-    scratch_mib: int = 64
+    scratch_mib: int = 64   # wall mode's raw scratch disk, the agent's block metrics'
     vcpus: int | None = None
     devices: int | None = None
     fs: FsSpec | None = None
+    disk_mib: int = 0       # the room the run's workloads need on a disk's file system (needs.disk_mib)
 
 
 class Site(Protocol):

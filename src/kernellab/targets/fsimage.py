@@ -9,6 +9,12 @@ with snapshot=on: a run's writes go to a temporary overlay, and every run sees t
 was made, without copying 1 GiB per run. The agent finds the disk by its superblock, mounts it
 read-write (KL_FS=ext4 on the kernel command line) and measures file.* on the file.
 
+The workloads that need a disk (needs.disk_mib) work on this file system too: the image
+then has room for the largest of them (room_mib, free space beyond the file), and a run in
+wall mode whose variant names no fs: gets one all the same (`for_workloads`: ext4 with 4 KiB
+blocks, without the file, which only file.* reads). The agent mounts it as for the fs: axis
+and makes their directories there (agent/file.c: workload_disk_dir).
+
 Wall mode only: a disk's I/O completes in host time, which icount's determinism cannot have
 (QEMU attaches no disk in icount mode at all).
 """
@@ -21,7 +27,7 @@ import re
 import subprocess
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -37,16 +43,18 @@ RECIPE = "kernellab-fs-v1"
 BLOCKS = {"1k": 1024, "2k": 2048, "4k": 4096, "16k": 16384, "64k": 65536}
 _FS = re.compile(r"ext4-(?P<block>\d+k)")
 _FIXED_TIME = "946684800"     # 2000-01-01: the file system's times and the file's mtime
-WALL_ONLY = "a disk's I/O completes in host time, which icount mode's determinism cannot have"
+WORKLOADS_DEFAULT = "ext4-4k"   # the workloads' file system when the variant names none (fs:)
 
 
 @dataclass(frozen=True)
 class FsSpec:
-    """A file system for the scratch disk, as the fs: axis names it (ext4-4k)."""
+    """A file system on a disk of its own, as the fs: axis names it (ext4-4k), with room
+    for the workloads' files."""
     name: str
     kind: str
     block: int
-    file_mib: int = FILE_MIB
+    file_mib: int = FILE_MIB   # 0: no file (an image for the workloads alone)
+    room_mib: int = 0          # free space for the workloads that need a disk (needs.disk_mib)
 
     @property
     def kernel_word(self) -> str:
@@ -54,8 +62,10 @@ class FsSpec:
         return f"KL_FS={self.kind}"
 
     def describe(self) -> str:
-        return (f"{self.kind}, {self.block // 1024} KiB blocks, /{FILE_NAME} {self.file_mib} MiB allocated, "
-                f"made by {mke2fs_version()}, attached snapshot=on")
+        file = f"/{FILE_NAME} {self.file_mib} MiB allocated" if self.file_mib else f"no /{FILE_NAME}"
+        room = f", {self.room_mib} MiB free for the workloads' files" if self.room_mib else ""
+        return (f"{self.kind}, {self.block // 1024} KiB blocks, {file}{room}, made by {mke2fs_version()}, "
+                "attached snapshot=on")
 
 
 def choices() -> list[str]:
@@ -69,7 +79,14 @@ def parse(name: str, file_mib: int | None = None) -> FsSpec:
     if match is None or match["block"] not in BLOCKS:
         raise LabError(f"unknown file system {name!r}: use one of {', '.join(choices())} "
                        "(ext4 with that block size, made on the host)")
-    return FsSpec(name, "ext4", BLOCKS[match["block"]], file_mib or FILE_MIB)
+    return FsSpec(name, "ext4", BLOCKS[match["block"]], FILE_MIB if file_mib is None else file_mib)
+
+
+def for_workloads(spec: FsSpec | None, room_mib: int) -> FsSpec:
+    """The file system of a run whose workloads need `room_mib` on a disk: the fs: axis's
+    (`spec`) with that room, so that they run on the file system being compared; without
+    one, WORKLOADS_DEFAULT."""
+    return replace(spec or parse(WORKLOADS_DEFAULT, file_mib=0), room_mib=room_mib)
 
 
 @cache
@@ -84,14 +101,16 @@ def mke2fs_version() -> str:
 
 def image_key(spec: FsSpec) -> str:
     """The image's name in the cache: a digest of everything that decides its content."""
-    words = (RECIPE, spec.kind, str(spec.block), str(spec.file_mib), mke2fs_version())
+    room = (f"room={spec.room_mib}",) if spec.room_mib else ()   # the fs: axis's images keep their keys
+    words = (RECIPE, spec.kind, str(spec.block), str(spec.file_mib), mke2fs_version(), *room)
     return hashlib.sha256("\0".join(words).encode()).hexdigest()[:16]
 
 
 def image_mib(spec: FsSpec) -> int:
-    """Room for the file, the journal (64 MiB at most at these sizes), inode tables and
-    bitmaps, with a margin."""
-    return spec.file_mib + spec.file_mib // 4 + 128
+    """Room for the file and the workloads' files, the journal (64 MiB at most at these
+    sizes), inode tables and bitmaps, with a margin."""
+    data = spec.file_mib + spec.room_mib
+    return data + data // 4 + 128
 
 
 def image(spec: FsSpec) -> Path:
@@ -99,7 +118,8 @@ def image(spec: FsSpec) -> Path:
     require_tool("mke2fs")
     key = image_key(spec)
     folder = paths.cache_dir("fs-images")
-    path = folder / f"{spec.name}-{spec.file_mib}m-{key}.img"
+    room = f"+{spec.room_mib}m" if spec.room_mib else ""
+    path = folder / f"{spec.name}-{spec.file_mib}m{room}-{key}.img"
     if path.exists():
         return path
     with locked(folder):   # two runs that want one image make it once
@@ -108,7 +128,8 @@ def image(spec: FsSpec) -> Path:
         with tempfile.TemporaryDirectory(dir=folder, prefix=".make-") as tmp:
             content = Path(tmp) / "content"
             content.mkdir()
-            _write_file(content / FILE_NAME, spec.file_mib)
+            if spec.file_mib:
+                _write_file(content / FILE_NAME, spec.file_mib)
             made = Path(tmp) / "image"
             with made.open("wb") as f:
                 f.truncate(image_mib(spec) << 20)

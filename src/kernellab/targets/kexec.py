@@ -123,6 +123,11 @@ class KexecTarget:
     def installed(self, instances: Sequence[Instance]) -> Packages:
         return self.machine.installed(instances)
 
+    def workdir_free_mib(self) -> tuple[str, int]:
+        """Asked before a run starts: of the kernel the machine runs, before a built one is
+        kexec'd into (the same file systems, /tmp's size aside where it is a tmpfs)."""
+        return self.machine.workdir_free_mib()
+
     # -- before anything starts ---------------------------------------------------
 
     def refuse_unless_kexec_works(self) -> None:

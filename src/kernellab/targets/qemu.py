@@ -12,14 +12,16 @@ Neither is a hardware figure: every run records this target's description.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import modes
 from ..arches import ArchProfile
@@ -29,13 +31,16 @@ from . import Capabilities, Target, TargetInfo, TargetOptions, Want, fsimage, re
 from .accel import choose
 from .stream import ProcessConsole
 
+if TYPE_CHECKING:
+    from ..workloads import Instance
+
 # The default; a profile whose machine needs other arguments says so (icount_args).
 # -seed: what QEMU hands the guest as randomness (the s390x TRNG instruction, the `virt`
 # machine's rng-seed and kaslr-seed) comes from a fixed-seed generator, not the host's:
 # random layouts and hash seeds would change the instruction counts run to run.
 ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm",
                "-seed", "1")
-SCRATCH_MIB = 64  # the agent's block metrics use the first 32 MiB by default
+SCRATCH_MIB = 64  # the raw scratch disk of the agent's block metrics (they use its first 32 MiB)
 KVM_TIMING = ("a KVM guest: the host's CPU runs it, guest clock = host clock; virtualized and noisy, "
               "not a hardware figure")
 
@@ -66,14 +71,16 @@ class QemuSite:
                     log(choice.why)
                 accel = choice.accel
             self._accels[want.profile.name] = accel
-        return QemuTarget(want.profile, want.scratch_mib, accel, vcpus=want.vcpus, devices=want.devices, fs=want.fs)
+        return QemuTarget(want.profile, want.scratch_mib, accel, vcpus=want.vcpus, devices=want.devices, fs=want.fs,
+                          disk_mib=want.disk_mib)
 
 
 class QemuTarget:
     name = "qemu"
 
     def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg",
-                 vcpus: int | None = None, devices: int | None = None, fs: fsimage.FsSpec | None = None):
+                 vcpus: int | None = None, devices: int | None = None, fs: fsimage.FsSpec | None = None,
+                 disk_mib: int = 0):
         self.profile = profile
         self.machine = profile.require_machine()
         self.vcpus = vcpus   # None: the machine's own -smp
@@ -82,6 +89,9 @@ class QemuTarget:
         self.scratch_mib = scratch_mib
         # fs:ext4-4k: a second disk, holding a file system made on the host (targets.fsimage).
         self.fs = fs
+        # The room the run's workloads need on a disk (their largest needs.disk_mib): on that
+        # second disk, the fs: axis's or a default one (fsimage.for_workloads), in wall mode.
+        self.disk_mib = disk_mib
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
         self.capabilities = replace(CAPABILITIES, deterministic=accel == "tcg")
 
@@ -94,8 +104,10 @@ class QemuTarget:
                    "emulator": qemu_version(self.machine.binary)}
         if self.devices:
             details["extra_devices"] = f"{self.devices} {self.machine.extra_device}"
-        if self.fs is not None:
-            details["file_system"] = f"{self.fs.name}: {self.fs.describe()}"
+        fs = self._file_system(mode)
+        if fs is not None:
+            default = "" if self.fs is not None else " (the workloads' disk: the variant names no fs:)"
+            details["file_system"] = f"{fs.name}{default}: {fs.describe()}"
         if self.accel == "kvm":
             return TargetInfo("KVM guest", details, KVM_TIMING)
         return TargetInfo(f"QEMU TCG {mode}", details, modes.get(mode).note)
@@ -106,6 +118,9 @@ class QemuTarget:
         machine = self.machine
         words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
                  cmdline]
+        fs = self._file_system(mode) if fs_image is not None else None
+        if fs is not None:
+            words.append(fs.kernel_word)   # KL_FS=ext4: the agent mounts it
         argv = [machine.binary, *self._machine_args(initramfs), "-accel", self.accel,
                 "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
                 "-no-reboot", "-kernel", str(kernel), "-append", " ".join(w for w in words if w)]
@@ -150,24 +165,32 @@ class QemuTarget:
             scratch = None
             if self.scratch_mib and not modes.get(mode).deterministic and self.machine.disk_args:
                 scratch = scratch_disk(Path(tmp), self.scratch_mib)
-            fs_image = self._fs_image(mode)
+            self._check_fs(mode)
+            fs = self._file_system(mode)   # its image made once and cached
+            fs_image = fsimage.image(fs) if fs is not None else None
             console = ProcessConsole(self.command(kernel, agent, cmdline, mode, scratch, fs_image), timeout_s)
             try:
                 yield console
             finally:
                 console.close()
 
-
-    def _fs_image(self, mode: str) -> Path | None:
-        """The fs: axis's image, made once and cached; wall mode only, as the scratch disk."""
-        if self.fs is None:
+    def _file_system(self, mode: str) -> fsimage.FsSpec | None:
+        """The file system on a disk of its own that a run in `mode` attaches: the fs:
+        axis's, with room for the workloads that need a disk, or for those a default one
+        (fsimage.for_workloads); None: none. Wall mode only, as the scratch disk: under
+        icount the agent finds no file system for such a workload and does not run it
+        (guest.workloads.Reader says why)."""
+        if modes.get(mode).deterministic or not self.machine.disk_args or (self.fs is None and not self.disk_mib):
             return None
-        if modes.get(mode).deterministic:
-            raise LabError(f"fs:{self.fs.name} needs --mode wall: {fsimage.WALL_ONLY}")
-        if not self.machine.disk_args:
+        return fsimage.for_workloads(self.fs, self.disk_mib) if self.disk_mib else self.fs
+
+    def _check_fs(self, mode: str) -> None:
+        """Refuse the fs: axis where its disk cannot be: icount mode, a machine without a virtio disk."""
+        if self.fs is not None and modes.get(mode).deterministic:
+            raise LabError(f"fs:{self.fs.name} needs --mode wall: {modes.DISK_WALL_ONLY}")
+        if self.fs is not None and not self.machine.disk_args:
             raise LabError(f"fs:{self.fs.name}: the {self.profile.name} machine has no virtio disk to hold it; "
                            "leave fs: out")
-        return fsimage.image(self.fs)
 
 
 def extra_device_args(profile: ArchProfile, count: int, variant: str = "") -> list[str]:
@@ -181,6 +204,37 @@ def extra_device_args(profile: ArchProfile, count: int, variant: str = "") -> li
         raise LabError(f"{who}devices:{count} is not available on {profile.name}: its arch profile names no "
                        "extra_device in [qemu] (a machine with room for that many devices); leave devices: out")
     return ["-device", kind] * count
+
+
+def disk_mib(instances: Sequence[Instance]) -> int:
+    """The room a run of these workloads needs on a disk's file system: the largest
+    needs.disk_mib (0: none needs one)."""
+    return max((i.workload.needs.disk_mib for i in instances), default=0)
+
+
+def overlay_dir() -> str:
+    """Where QEMU keeps a snapshot=on disk's writes: a temporary file in $TMPDIR, else
+    /var/tmp (QEMU's get_tmp_filename)."""
+    return os.environ.get("TMPDIR") or "/var/tmp"
+
+
+def check_disk_room(instances: Sequence[Instance]) -> None:
+    """Refuse, in one line before anything starts, workloads whose files the host cannot
+    hold: what they write on their disk (snapshot=on) grows a temporary file in
+    overlay_dir(), up to their needs.disk_mib."""
+    largest = max(instances, key=lambda i: i.workload.needs.disk_mib, default=None)
+    if largest is None or not largest.workload.needs.disk_mib:
+        return
+    need, where = largest.workload.needs.disk_mib, overlay_dir()
+    try:
+        free = shutil.disk_usage(where).free >> 20
+    except OSError as exc:
+        raise LabError(f"workload {largest.label} needs a disk, whose writes QEMU keeps under {where}, and that "
+                       f"cannot be read ({exc.strerror}): set TMPDIR to a directory with room") from None
+    if need > free:
+        raise LabError(f"workload {largest.label} needs {need} MiB on its disk, whose writes QEMU keeps under "
+                       f"{where}, which has {free} MiB free: free space there, or set TMPDIR to a directory "
+                       "with room")
 
 
 def scratch_disk(directory: Path, mib: int) -> Path:

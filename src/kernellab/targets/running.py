@@ -7,7 +7,9 @@ milestones and the "Memory:" line while the ring buffer still holds them), then 
 agent's output as it arrives. Time is the machine's own: wall mode only.
 
 Block I/O metrics run only on a file in a directory the user names (`--block-dir`), never
-on a device.
+on a device. A workload's files go where the agent makes its {workdir}, under /tmp: the
+free space there is read before a run whose workloads need room (needs.disk_mib; statvfs
+here, `df -Pk` there), and one that does not fit is not run (experiments.lab).
 
 On a remote machine the agent, the workloads file (with the user's programs) and, for
 targets.kexec, the kernel are copied under AGENT_DIR, each named KIND-HEX16 by its content
@@ -82,6 +84,14 @@ done
 exit 0
 """
 REMOVE_SCRIPT = 'rm -f -- "$1"'
+# Where the agent, run as a program, makes the directory each workload's {workdir} is in
+# (agent/main.c: mkdtemp of /tmp/kl-agent-XXXXXX).
+WORKDIR_PARENT = "/tmp"
+# The file system holding "$1": POSIX's format (a heading, then one line), in KiB.
+DF_SCRIPT = 'exec df -Pk -- "$1"'
+# That line: file system, size, used, available, capacity ("-" where the size is 0), where
+# it is mounted. ASCII digits only, and few of them: what the machine says is data.
+_DF_LINE = re.compile(r"\S.*?\s+[0-9]{1,20}\s+[0-9]{1,20}\s+([0-9]{1,20})\s+(?:[0-9]{1,3}%|-)\s+/.*")
 KILL_SCRIPT = 'kill "$1" 2>/dev/null'
 AFTER_SCRIPT = "cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v"
 
@@ -203,6 +213,23 @@ class RunningTarget:
                         {program: o.package for program, o in owners.items() if o.package},
                         {**{program: o.why for program, o in owners.items() if o.why}, **own})
 
+    def workdir_free_mib(self) -> tuple[str, int]:
+        """Where the workloads' {workdir} is made on the machine, and the MiB free there (to
+        a user: a file system's reserve for root left out, as df counts it)."""
+        if self.shell.here:
+            try:
+                fs = os.statvfs(WORKDIR_PARENT)
+            except OSError as exc:
+                raise LabError(f"cannot read the free space under {WORKDIR_PARENT} on this machine "
+                               f"({exc.strerror}): check that it exists") from None
+            return WORKDIR_PARENT, fs.f_bavail * fs.f_frsize >> 20
+        result = self.shell.run(script(DF_SCRIPT, WORKDIR_PARENT))
+        if result.code != 0:
+            said = (result.stderr.strip().splitlines() or ["no message"])[-1]
+            raise LabError(f"`df -Pk {WORKDIR_PARENT}` failed on {self.shell.where} ({said[:120]!r}): check that "
+                           "df works there")
+        return WORKDIR_PARENT, df_free_kib(result.text, WORKDIR_PARENT, self.shell.where) >> 10
+
     def install(self, agent: Path) -> str:
         """The agent's path on the machine."""
         return str(agent) if self.shell.here else self.copy(agent, "agent")
@@ -289,6 +316,18 @@ class RunningTarget:
             yield console
         finally:
             console.close()
+
+
+def df_free_kib(text: str, directory: str, where: str) -> int:
+    """The KiB available that `df -Pk DIRECTORY` printed: a heading and one line of
+    POSIX's format; anything else refused in one line."""
+    lines = text.splitlines()
+    found = _DF_LINE.fullmatch(lines[1]) if len(lines) == 2 else None
+    if found is None:
+        raise LabError(f"cannot read the free space under {directory} on {where}: `df -Pk {directory}` printed "
+                       f"{text[:160]!r}, not POSIX's heading and one line: check that df there is coreutils' or "
+                       "busybox's")
+    return int(found.group(1))
 
 
 class RunningConsole(ProcessConsole):

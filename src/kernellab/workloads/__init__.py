@@ -33,7 +33,8 @@ METRIC_NAME = re.compile(r"[A-Za-z0-9_]+")            # a metric's, once its pla
 PARAM_NAME = re.compile(r"[a-z][a-z0-9_]*")
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 # What the run side fills in, beside the parameters: the directory the workload's files are
-# written to and it may write in (on the scratch disk when it needs one).
+# written to and it may write in (the agent's: a guest's tmpfs, or for one that needs a disk
+# the file system of the disk QEMU attaches for it; a machine's, under /tmp).
 CONTEXT = ("workdir",)
 _SPEC = re.compile(r"(?P<what>.+?\.toml|[a-z][a-z0-9-]*)(?::(?P<params>.*))?", re.DOTALL)
 
@@ -158,7 +159,11 @@ class Needs:
     kernel: tuple[str, ...] = ()         # kernel options: without them the metrics are "n/a: needs CONFIG_X"
     vcpus: int = 1
     memory_mib: int = 0                  # 0: the arch's default
-    disk_mib: int = 0                    # a scratch disk of this size under {workdir} (0: none)
+    # The MiB its files need in {workdir} (0: none): a machine's free space there is checked
+    # before the run (n/a when short); a QEMU guest gets, in wall mode, a disk's file system
+    # with that room for {workdir} (targets.qemu, fsimage.for_workloads), and under icount
+    # none (the workload is not run).
+    disk_mib: int = 0
     network: Literal["none", "loopback", "host"] = "none"   # host: a link from the host (wall mode only)
 
     def __post_init__(self) -> None:
