@@ -4,6 +4,8 @@ HTML name, once per workload, the program, its version from its Debian package o
 not known, where it ran and its command line, in the wording sweep and bisect use
 (Provenance.line); runs that ran a workload differently each say which they are; a report
 without workloads has no such section. `kernellab show` of the JSON report shows the same.
+A study says them for each of its compares and each of its sweeps (study format 2; a study
+JSON of format 1 still shows).
 """
 
 import copy
@@ -14,6 +16,7 @@ import os
 import pytest
 
 from kernellab.report import kinds
+from test_study_measured_only import measured_only
 from test_workload_provenance import DASH, CountingShell, debian_userland, run_local  # noqa: F401
 from test_workloads_everywhere import run_study, study_file, timed_workload
 from workloadfiles import workload_file
@@ -140,3 +143,63 @@ def test_a_report_whose_workload_provenance_is_damaged_is_refused_in_one_line(la
     assert lab.main("show", str(path)) == 2
     err = capsys.readouterr().err
     assert "workloads[0].provenance: 'workload' is a required property" in err and "Traceback" not in err
+
+
+# -- a study: each compare and each sweep inside it names its workloads once -------------
+
+SWEEP = '\n[[sweep]]\ngood = "fast"\nbad = "slow"\nmetrics = ["timed.time"]\n'
+SWEEP_HEAD = "sweep on x86_64: one option at a time"
+
+
+def swept_study(lab, tmp_path):
+    """A study whose variants and whose sweep run the timed workload: its file, and its JSON."""
+    path = study_file(lab, tmp_path, f'"{timed_workload(tmp_path)}"', metric="timed.time")
+    path.write_text(path.read_text() + SWEEP)
+    return path
+
+
+def study_views(lab, capsys, saved):
+    """`kernellab show` of a study JSON in each view: what precedes its sweep, and the sweep on."""
+    return {fmt: tuple(shown(lab, capsys, saved, fmt).split(SWEEP_HEAD)) for fmt in VIEWS}
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_every_view_of_a_study_names_the_workloads_of_its_compare_and_of_its_sweep(lab, capsys, tmp_path):
+    path = swept_study(lab, tmp_path)
+    study, _ = run_study(lab, capsys, path)
+    [said] = study["sweeps"]["x86_64"]["workloads"]
+    assert (said["program"], said["version"], said["argv"]) == ("sh", DASH, ["sh", "{workdir}/run.sh", "1"])
+    for fmt, (before, sweep_part) in study_views(lab, capsys, lab.tmp / "study.json").items():
+        assert sweep_part.count(LINE) == 1, (fmt, sweep_part)   # the sweep's, once
+        assert LINE in before, fmt                               # the compare's
+        if fmt != "html":   # the page says the compare's in its own section and in its text report
+            assert before.count(LINE) == 1, (fmt, before)
+    # What the store holds of it (study run --measured-only): its sweep says them as well.
+    report, _ = measured_only(lab, capsys, path)
+    assert report["sweeps"]["x86_64"]["workloads"] == study["sweeps"]["x86_64"]["workloads"]
+    for fmt, (_, sweep_part) in study_views(lab, capsys, lab.tmp / "so-far.json").items():
+        assert sweep_part.count(LINE) == 1, (fmt, sweep_part)
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_a_study_json_of_format_1_without_its_sweeps_workloads_still_shows(lab, capsys, tmp_path):
+    study, _ = run_study(lab, capsys, swept_study(lab, tmp_path))
+    old = tmp_path / "old.json"
+    del study["sweeps"]["x86_64"]["workloads"]
+    old.write_text(json.dumps(study | {"format_version": 1}))
+    for fmt, (before, sweep_part) in study_views(lab, capsys, old).items():
+        assert LINE in before and LINE not in sweep_part, fmt   # it never said the sweep's
+    again = tmp_path / "again.json"
+    again.write_text(shown(lab, capsys, old, "json"))   # written as format 2: it names none
+    assert json.loads(again.read_text())["sweeps"]["x86_64"]["workloads"] == []
+    assert lab.main("show", str(again)) == 0
+    # Format 2 says them: a sweep that does not, or whose provenance is damaged, is refused in one line.
+    study["sweeps"]["x86_64"].pop("workloads", None)
+    for sweep_workloads, said in ((None, "'workloads' is a required property"),
+                                  ([{"label": "timed"}], "'workload' is a required property")):
+        if sweep_workloads is not None:
+            study["sweeps"]["x86_64"]["workloads"] = sweep_workloads
+        old.write_text(json.dumps(study | {"format_version": 2}))
+        assert lab.main("show", str(old)) == 2
+        err = capsys.readouterr().err
+        assert said in err and "sweeps" in err and err.count("\n") == 1 and "Traceback" not in err, err

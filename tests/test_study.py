@@ -99,7 +99,7 @@ def run_study(lab, capsys, path, *extra, expect=0):
 
 def test_a_study_measures_splits_and_concludes_in_icount(lab, capsys):
     report, _ = run_study(lab, capsys, study_file(lab))
-    assert report["format"] == "kernellab-study" and report["format_version"] == 1
+    assert report["format"] == "kernellab-study" and report["format_version"] == 2
     assert report["quick"] is False and report["arches"] == ["x86_64"]
     x86 = report["reports"]["x86_64"]
     assert [v["name"] for v in x86["variants"]] == ["fast", "slow", "slow-code-fast-config"]
@@ -401,7 +401,7 @@ def test_a_saved_study_report_is_shown_again(lab, capsys):
     assert "study.json: at $: 'wall_s' is a required property; run the study again" in capsys.readouterr().err
     saved.write_text(json.dumps(dict(report, format_version=99)))
     assert lab.main("show", str(saved)) == 2
-    assert "is kernellab-study format 99; this kernellab reads format 1" in capsys.readouterr().err
+    assert "is kernellab-study format 99; this kernellab reads formats 1, 2" in capsys.readouterr().err
 
 
 def test_an_exact_change_within_the_spread_of_the_repeats_is_no_difference():

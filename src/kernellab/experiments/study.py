@@ -410,7 +410,15 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
     ask = _sweep_ask(p, s, arch, log, placement)
     result = sweep.sweep(store, ask.good, ask.flips, s.metrics, ask.mode, p.runs, log=log, cluster=cluster,
                          placement=placement, workloads=p.workloads).to_dict()
-    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
+    return _study_sweep(result, arch, s, ask)
+
+
+def _study_sweep(result: dict[str, Any], arch: str, s: SweepPart, ask: _SweepAsk) -> dict[str, Any]:
+    """A sweep as its study's report holds it: which arch and variants, the rules that
+    chose its flips, and always which workloads its probes ran (study format 2: [] for none,
+    where a sweep's own result leaves the key out)."""
+    return {**result, "workloads": result.get("workloads", []), "arch": arch, "good": s.good, "bad": s.bad,
+            **ask.chosen}
 
 
 @dataclass(frozen=True)
@@ -580,6 +588,7 @@ def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Call
         return None
     base = good_config.values
     flips, lacking = [], []
+    run_ids = list(baseline.run_ids)
     for option, radius in sweep.cheapest_first(prober, base, ask.flips).items():   # the sweep's own order
         value = ask.flips[option]
         try:
@@ -589,10 +598,13 @@ def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Call
             continue
         flips.append(sweep.measured_flip(sweep.Flip(option, value, radius), base, baseline, probe, store, ask.good,
                                          ask.mode.name))
+        run_ids.extend(probe.run_ids)
     missing.sweeps[label] = lacking
+    # The workloads its stored runs ran, as the sweep that measured them said.
+    ran = guest_workloads.provenances(store.run_workloads(r) for r in run_ids)
     result = sweep.SweepResult(ask.mode.name, s.metrics, {m: baseline.value(m) for m in s.metrics}, flips,
-                               0, 0, 0.0).to_dict()
-    return {**result, "arch": arch, "good": s.good, "bad": s.bad, **ask.chosen}
+                               0, 0, 0.0, ran).to_dict()
+    return _study_sweep(result, arch, s, ask)
 
 
 def _with_config_bases(exp: Experiment, log: Callable[[str], None]) -> Experiment:

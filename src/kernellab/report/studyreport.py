@@ -149,7 +149,11 @@ def _table_metrics(f: Any) -> list[str]:
 
 def _from_dict(study: dict[str, Any], origin: str) -> dict[str, Any]:
     """A study's report (its every key checked by study-schema.json), each arch's read as an
-    ordinary compare report (one of an earlier format judged as this kernellab judges)."""
+    ordinary compare report (one of an earlier format judged as this kernellab judges).
+    Format 1 as format 2: a sweep that did not say which workloads its probes ran names
+    none (format 1 left them out where none ran; those of before it said nothing of them)."""
+    for result in study["sweeps"].values():
+        result.setdefault("workloads", [])
     for arch, report in study["reports"].items():
         study["reports"][arch] = kinds.read(report, f"{origin}, its report of {arch},", expect="compare")[1]
     return study
@@ -530,7 +534,7 @@ def _markdown(study: dict[str, Any]) -> str:
 
 
 STUDY = kinds.register(kinds.Kind(
-    name="study", tag="kernellab-study", what="a study report", version=1, readable=(1,),
+    name="study", tag="kernellab-study", what="a study report", version=2, readable=(1, 2),
     schema="study-schema.json", rewrite="run the study again (its builds and runs are in the store)",
     renderers={"table": _terminal, "markdown": lambda study, view: _markdown(study),
                "html": _html, "results": _results},
