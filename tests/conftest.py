@@ -15,6 +15,7 @@ import pytest
 
 from browser import browser  # noqa: F401  (one headless Chromium, for the HTML reports' tests)
 from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fake_lab.py)
+from kernellab import build as kernel_build
 from kernellab.experiments import lab as lab_stage
 from kernellab.experiments.spec import parse_short
 from kernellab.store import Store
@@ -26,6 +27,31 @@ def _no_width_asked(monkeypatch):
     """Output goes to a pipe, as on CI, unless a test asks for a width: pytest-xdist's
     workers set COLUMNS=80, which kernellab takes as a width asked for (report.terminal)."""
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_kernel_in_the_fast_lane(request, monkeypatch):
+    """A test outside the integration lane that would build a real kernel (a Linux tree, not
+    the fake one: say a default source reached by mistake) fails at once with its name,
+    instead of spending minutes of the fast lane on a build (in-process builds: a command
+    line run as a subprocess is not watched)."""
+    caught: list[str] = []   # the sources it refused (a test of the guard asks for this list)
+    if _integration(request.node):
+        yield caught
+        return
+    real = kernel_build._build
+
+    def refused(key, artifacts, source, *args, **kwargs):
+        if (source.tree / "kernel" / "sched" / "core.c").is_file():
+            caught.append(source.spec)
+            raise RuntimeError(f"a fast-lane test must not build a real kernel ({source.spec})")
+        return real(key, artifacts, source, *args, **kwargs)
+
+    monkeypatch.setattr(kernel_build, "_build", refused)
+    yield caught
+    if caught:
+        pytest.fail(f"{request.node.nodeid} builds a real kernel ({', '.join(caught)}) but is not marked "
+                    "integration: mark it, or give it the fake lab", pytrace=False)
 
 
 @pytest.fixture(scope="session")

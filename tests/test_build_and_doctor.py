@@ -118,3 +118,18 @@ def test_a_cold_build_runs_the_compiler_once_per_object_not_its_preprocessor_too
     kernel_objects = [c for c in calls.read_text().splitlines() if str(lab.tree) in c and " -c " in c]
     assert kernel_objects, "the build compiled nothing through the wrapper"
     assert [c for c in calls.read_text().splitlines() if " -E " in c and str(lab.tree) in c] == []
+
+
+def test_a_fast_test_that_would_build_a_real_kernel_is_stopped_before_make(tmp_path, _no_real_kernel_in_the_fast_lane):
+    """The fast lane's guard (conftest): a Linux tree reached by a test outside the
+    integration lane is refused before anything runs, and the test is named as the culprit."""
+    from kernellab import build as kernel_build
+    from kernellab.sources import Source
+    tree = tmp_path / "linux"
+    (tree / "kernel" / "sched").mkdir(parents=True)
+    (tree / "kernel" / "sched" / "core.c").write_text("/* the scheduler */\n")
+    source = Source("debian:6.1", "debian", "6.1.0", "0" * 64, tree)
+    with pytest.raises(RuntimeError, match=r"must not build a real kernel \(debian:6.1\)"):
+        kernel_build._build("key", tmp_path / "artifacts", source, None, None, None, None, None, "", None, False)
+    assert _no_real_kernel_in_the_fast_lane == ["debian:6.1"]
+    _no_real_kernel_in_the_fast_lane.clear()   # seen: this test is the guard's, not a culprit
