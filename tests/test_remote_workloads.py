@@ -83,6 +83,21 @@ def bundle(tmp_path: Path, workloads: bytes, programs: dict[str, bytes]) -> Path
     return root / "workloads"
 
 
+
+def running_values(tmp_path, instances, shell) -> tuple[dict, dict]:
+    """compare of the machine's running kernel with these workloads, its remote commands
+    answered by `shell` (a machine posing as a remote): the report and each metric's values."""
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    assert placement.machine is not None
+    placement.machine.shell = shell
+    exp = Experiment("remote", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert failures == []
+    return report, {m["name"]: m["values"]["running"] for m in report["metrics"]}
+
 def test_shells_say_whether_the_machine_is_this_one(tmp_path):
     """The decision to copy is the shell's declared one, not its name for messages."""
     assert LocalShell().here is True and SshShell(parse_ssh_url("ssh://nas")).here is False
@@ -149,17 +164,8 @@ def test_compare_with_a_workload_on_a_remote_machine(tmp_path, remote):
     own = own_workload(tmp_path, "own", '["sh", "{workdir}/run.sh", "{n}"]', 'binaries = ["own-program"]')
     absent = own_workload(tmp_path, "absent", '["kl-not-installed"]')
     instances = compare.resolve_workloads([f"{own}:n=2", str(absent)])
-    placement = Placement(TargetOptions("local"), log=lambda m: None)
     shell = PosingShell()
-    assert placement.machine is not None
-    placement.machine.shell = shell
-    exp = Experiment("remote", [parse_short("running")])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
-    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
-    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
-    assert failures == []
-    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    report, values = running_values(tmp_path, instances, shell)
     assert values["own.value"]["median"] == 42
     assert values["absent.value"]["not_available"] == "kl-not-installed is not installed on ssh://posing: " \
                                                       "install Debian's dash"
@@ -372,15 +378,7 @@ def test_on_a_remote_a_workload_without_room_is_not_available_and_the_next_runs(
     big = workload_file(tmp_path, "big", 'echo "value: 1"', extra="[needs]\ndisk_mib = 20\n")
     after = workload_file(tmp_path, "after", 'echo "value: 2"')
     instances = compare.resolve_workloads([str(big), str(after)])
-    placement = Placement(TargetOptions("local"), log=lambda m: None)
-    assert placement.machine is not None
-    placement.machine.shell = SmallShell(HEADING + "tmpfs 102400 92160 10240 90% /tmp\n")   # 10 MiB free
-    exp = Experiment("remote", [parse_short("running")])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
-    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
-    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
-    assert failures == []
-    values = {m["name"]: m["values"]["running"] for m in report["metrics"]}
+    ten_mib_free = SmallShell(HEADING + "tmpfs 102400 92160 10240 90% /tmp\n")
+    _, values = running_values(tmp_path, instances, ten_mib_free)
     assert values["big.value"] == {"not_available": "needs 20 MiB free under /tmp, the machine has 10 MiB"}
     assert values["after.value"]["median"] == 2
