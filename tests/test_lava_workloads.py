@@ -138,9 +138,10 @@ def test_a_workload_a_board_cannot_give_what_it_needs_is_refused_in_one_line(lab
     assert "workload to-host talks to the host over a network link, which --target lava:bbb does not give" in err
     assert "--target local" in err
 
-    # fio writes its file on a scratch disk (needs.disk_mib): a board booted from a ramdisk has none.
+    # fio writes its file on a disk's file system (needs.disk_mib): a board booted from a ramdisk has none.
     assert lab.main("lava-job", "tinyconfig", "--source", str(lab.tree), "--device-type", "bbb",
                     "--artifact-url", URL, "--workload", "fio") == 2
     err = one_line_error(capsys)
-    assert "workload fio needs a scratch disk of 128 MiB for its files, and --target lava:bbb declares none" in err
+    assert ("workload fio needs a disk with a file system for its files (128 MiB), and --target lava:bbb gives "
+            "none (a board booted from a ramdisk)") in err
     assert not lab.store.exists()   # refused before anything was built or stored

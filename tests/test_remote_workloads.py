@@ -23,14 +23,16 @@ from kernellab.experiments.placement import Placement
 from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.guest.workloads import Provenance
 from kernellab.store import Store
-from kernellab.targets import TargetOptions, running
+from kernellab.targets import Capacity, TargetOptions, running
 from kernellab.targets.machine import OWNER_SCRIPT, Facts
 from kernellab.targets.running import (
+    CAPACITY_SCRIPT,
     COPY_SCRIPT,
     DF_SCRIPT,
     EXISTS_SCRIPT,
     AgentOptions,
     RunningTarget,
+    capacity_of,
     df_free_kib,
 )
 from kernellab.targets.shell import LocalShell, Result, SshShell, parse_ssh_url, script
@@ -360,17 +362,18 @@ def test_a_remotes_free_space_is_asked_of_df_as_a_constant_script_with_the_direc
     assert [s.endswith(DF_SCRIPT) for s, _ in shell.sent] == [True]
 
 
-class SmallShell(PosingShell):
-    """A posing machine whose df says `said` of /tmp."""
+class AnsweringShell(PosingShell):
+    """A posing machine whose answer to each of `answers`' scripts (df's, nproc's) is its text."""
 
-    def __init__(self, said: str):
+    def __init__(self, answers: dict[str, str]):
         super().__init__()
-        self.said = said
+        self.answers = answers
 
     def run(self, script, stdin=None, timeout_s=60.0):
-        if script.endswith(DF_SCRIPT):
+        said = next((text for body, text in self.answers.items() if script.endswith(body)), None)
+        if said is not None:
             self.sent.append((script, stdin))
-            return Result(0, self.said.encode(), "")
+            return Result(0, said.encode(), "")
         return super().run(script, stdin, timeout_s)
 
 
@@ -378,7 +381,79 @@ def test_on_a_remote_a_workload_without_room_is_not_available_and_the_next_runs(
     big = workload_file(tmp_path, "big", 'echo "value: 1"', extra="[needs]\ndisk_mib = 20\n")
     after = workload_file(tmp_path, "after", 'echo "value: 2"')
     instances = compare.resolve_workloads([str(big), str(after)])
-    ten_mib_free = SmallShell(HEADING + "tmpfs 102400 92160 10240 90% /tmp\n")
+    ten_mib_free = AnsweringShell({DF_SCRIPT: HEADING + "tmpfs 102400 92160 10240 90% /tmp\n"})
     _, values = running_values(tmp_path, instances, ten_mib_free)
     assert values["big.value"] == {"not_available": "needs 20 MiB free under /tmp, the machine has 10 MiB"}
     assert values["after.value"]["median"] == 2
+
+
+# -- the CPUs and memory the workloads get: nproc and MemTotal -------------------------------
+
+@pytest.mark.parametrize("said, vcpus, mib", [
+    ("2\nMemTotal:        8123456 kB\n", 2, 7933),
+    ("64\nMemTotal:\t262144 kB", 64, 256),
+])
+def test_nproc_and_memtotal_say_the_machines_cpus_and_memory(said, vcpus, mib):
+    assert capacity_of(said, "ssh://nas") == Capacity("the machine", vcpus, mib)
+
+
+@pytest.mark.parametrize("said", [
+    "",
+    "2\n",
+    "0\nMemTotal: 1024 kB\n",                                        # no CPU
+    "2\nMemTotal: 1024 kB\nMemTotal: 2048 kB\n",                      # two lines of it
+    "2\nMemTotal: 1024 MB\n",
+    f"$(touch {PWNED})\nMemTotal: 1024 kB\n",
+    "\u0662\nMemTotal: 1024 kB\n",                                     # a digit, not ASCII
+    "2\nMemTotal: " + "9" * 21 + " kB\n",
+    "2\nMemTotal: 1024 kB\x1b[2J\n",
+    "nproc: not found\n",
+])
+def test_a_remotes_cpus_and_memory_that_are_not_nprocs_and_memtotals_are_refused_in_one_line(said):
+    with pytest.raises(LabError, match=r"cannot read the CPUs and memory of ssh://nas: `nproc` and /proc/meminfo's "
+                                       r"MemTotal printed .*: check that nproc there is") as err:
+        capacity_of(said, "ssh://nas")
+    assert "\n" not in str(err.value)
+
+
+def test_a_remotes_cpus_and_memory_are_asked_of_a_constant_script_and_agree_with_this_machine():
+    """No value of kernellab's goes into the script; run by the posing machine's shell, it
+    says what this machine's affinity and /proc/meminfo say."""
+    assert script(CAPACITY_SCRIPT) == CAPACITY_SCRIPT   # no arguments, no `set --`
+    shell = PosingShell()
+    has = RunningTarget(shell, "ssh://posing").capacity()
+    total = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                 if line.startswith("MemTotal:"))
+    assert has == Capacity("the machine", len(os.sched_getaffinity(0)), total >> 10)
+    assert [s for s, _ in shell.sent] == [CAPACITY_SCRIPT]
+
+
+def test_a_remote_that_cannot_run_nproc_is_one_line():
+    class NoNproc(PosingShell):
+        def run(self, script, stdin=None, timeout_s=60.0):
+            return Result(127, b"", "sh: 1: nproc: not found\n")
+
+    with pytest.raises(LabError, match=r"`nproc` and /proc/meminfo could not be read on ssh://posing "
+                                       r"\('sh: 1: nproc: not found'\)") as err:
+        RunningTarget(NoNproc(), "ssh://posing").capacity()
+    assert "\n" not in str(err.value)
+
+
+def test_on_a_remote_a_workload_needing_more_cpus_or_memory_is_not_available_and_the_next_runs(tmp_path, remote):
+    two = workload_file(tmp_path, "two", 'echo "value: 1"', extra="[needs]\nvcpus = 2\n")
+    big = workload_file(tmp_path, "big", 'echo "value: 1"', extra="[needs]\nmemory_mib = 512\n")
+    after = workload_file(tmp_path, "after", 'echo "value: 2"', extra="[needs]\nmemory_mib = 256\n")
+    small = AnsweringShell({CAPACITY_SCRIPT: "1\nMemTotal:         262144 kB\n"})
+    _, values = running_values(tmp_path, compare.resolve_workloads([str(two), str(big), str(after)]), small)
+    assert values["two.value"] == {"not_available": "needs 2 vCPUs, the machine has 1"}
+    assert values["big.value"] == {"not_available": "needs 512 MiB of memory, the machine has 256 MiB"}
+    assert values["after.value"]["median"] == 2
+    assert [s for s, _ in small.sent].count(CAPACITY_SCRIPT) == 1   # asked once, before the run
+
+
+def test_on_a_remote_whose_cpus_answer_is_hostile_the_compare_is_one_line(tmp_path, remote):
+    two = workload_file(tmp_path, "two", 'echo "value: 1"', extra="[needs]\nvcpus = 2\n")
+    hostile = AnsweringShell({CAPACITY_SCRIPT: f"2; $(touch {PWNED})\nMemTotal: 1 kB\n"})
+    with pytest.raises(LabError, match="cannot read the CPUs and memory of ssh://posing") as err:
+        running_values(tmp_path, compare.resolve_workloads([str(two)]), hostile)
+    assert "\n" not in str(err.value) and not list(tmp_path.glob(f"{PWNED}*"))

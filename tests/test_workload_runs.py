@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 
 from fakes import compare_json
+from kernellab.errors import LabError
 from kernellab.experiments import compare
 from kernellab.experiments.placement import Placement
 from kernellab.experiments.spec import Experiment, parse_short
@@ -400,6 +401,96 @@ def test_a_workload_the_machine_has_no_room_for_is_not_available_and_the_next_ru
     status = {w["label"]: (w["status"], w["reason"]) for w in report["variants"][0]["runs"][0]["workloads"]}
     assert status["big"] == ("not_run", "needs 100 MiB free under /tmp, the machine has 50 MiB")
     assert status["fits"][0] == status["after:n=41"][0] == "ok"
+
+
+# -- needs.vcpus and needs.memory_mib: what a guest or a machine has -----------------------
+
+def sized_workload(tmp_path: Path, name: str, needs: str) -> Path:
+    """Prints its value; `needs`: the lines of its [needs] table."""
+    return workload_file(tmp_path, name, 'echo "value: 7"', extra=f"[needs]\n{needs}\n")
+
+
+def workload_status(report, variant: int = 0) -> dict[str, tuple[str, str]]:
+    return {w["label"]: (w["status"], w["reason"]) for w in report["variants"][variant]["runs"][0]["workloads"]}
+
+
+def test_a_workload_needing_more_vcpus_than_the_guest_is_not_run_until_the_variant_asks_for_them(
+        lab, capsys, tmp_path, monkeypatch):
+    """QEMU boots the variant as it says (one vCPU: the machine's -smp 1), never with more
+    behind the user's back: the workload needing 4 is not run there, its metrics say why and
+    how to ask; the next one runs. With vcpus:4 on the variant it runs."""
+    monkeypatch.setattr("os.cpu_count", lambda: 8)   # wall mode takes no more vCPUs than cores
+    four, after = sized_workload(tmp_path, "four", "vcpus = 4"), sized_workload(tmp_path, "after", "")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "b=tinyconfig+vcpus:4", "--workload", str(four),
+                             "--workload", str(after), *WALL)
+    why = "needs 4 vCPUs, the guest has 1: give the variant vcpus:4"
+    assert metric(report, "four.value")["values"]["a"] == {"not_available": why}
+    assert metric(report, "four.value")["values"]["b"]["median"] == 7
+    assert metric(report, "after.value")["values"]["a"]["median"] == metric(report, "after.value")["values"]["b"][
+        "median"] == 7
+    assert workload_status(report, 0) == {"four": ("not_run", why), "after": ("ok", "")}
+    assert workload_status(report, 1) == {"four": ("ok", ""), "after": ("ok", "")}
+    # a's guest was booted as a asks, and its agent was not given the workload at all.
+    assert [r["target"]["details"]["vcpus"] for v in report["variants"] for r in v["runs"]] == ["1", "4"]
+    assert lab.main("log", str(report["variants"][0]["runs"][0]["id"])) == 0
+    console = capsys.readouterr().out
+    assert "name=after" in console and "name=four" not in console
+
+
+def test_a_workload_needing_more_memory_than_the_guest_is_not_run_and_says_why(lab, capsys, tmp_path):
+    """The guest's memory is the arch profile's -m (256M on x86_64): a need above it is n/a,
+    one within it runs."""
+    big = sized_workload(tmp_path, "big", "memory_mib = 512")
+    fits = sized_workload(tmp_path, "fits", "memory_mib = 200")
+    report, _ = compare_json(lab, capsys, "a=tinyconfig", "--workload", str(big), "--workload", str(fits),
+                             "--mode", "icount")
+    why = "needs 512 MiB of memory, the guest has 256 MiB"
+    assert metric(report, "big.value")["values"]["a"] == {"not_available": why}
+    assert metric(report, "fits.value")["values"]["a"]["median"] == 7
+    assert workload_status(report) == {"big": ("not_run", why), "fits": ("ok", "")}
+    command = qemu_command(lab)
+    assert command[command.index("-m") + 1] == "256M"   # no memory given behind the user's back
+
+
+def local_runs(tmp_path: Path, instances) -> dict:
+    """compare of this machine's running kernel (--target local) with these workloads: the report."""
+    placement = Placement(TargetOptions("local"), log=lambda m: None)
+    exp = Experiment("local", [parse_short("running")])
+    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
+    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
+    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
+    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
+    assert failures == []
+    return report
+
+
+def test_on_this_machine_the_cpus_it_may_use_and_its_memtotal_decide_what_runs(tmp_path, monkeypatch):
+    """--target local: the CPUs of kernellab's affinity (what the agent's programs inherit)
+    and /proc/meminfo's MemTotal; a workload needing more is n/a with why, the rest run."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemFree:         4096 kB\nMemTotal:        1048576 kB\nSwapTotal: 0 kB\n")
+    monkeypatch.setattr(running, "MEMINFO", str(meminfo))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    two = sized_workload(tmp_path, "two", "vcpus = 2")
+    big = sized_workload(tmp_path, "big", "memory_mib = 2048\nvcpus = 3")
+    fits = sized_workload(tmp_path, "fits", "memory_mib = 1024")
+    report = local_runs(tmp_path, compare.resolve_workloads([str(two), str(big), str(fits)]))
+    na = {"two": "needs 2 vCPUs, the machine has 1",
+          "big": "needs 3 vCPUs, the machine has 1; needs 2048 MiB of memory, the machine has 1024 MiB"}
+    for label, why in na.items():
+        assert metric(report, f"{label}.value")["values"]["running"] == {"not_available": why}
+    assert metric(report, "fits.value")["values"]["running"]["median"] == 7
+    assert workload_status(report) == {"two": ("not_run", na["two"]), "big": ("not_run", na["big"]),
+                                       "fits": ("ok", "")}
+
+
+def test_this_machines_meminfo_without_memtotal_is_one_line(tmp_path, monkeypatch):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemFree: 4096 kB\n")
+    monkeypatch.setattr(running, "MEMINFO", str(meminfo))
+    with pytest.raises(LabError, match="cannot read the CPUs and memory of this machine") as err:
+        running.RunningTarget(running.LocalShell(), "local").capacity()
+    assert "\n" not in str(err.value)
 
 
 # -- the records and the reader ---------------------------------------------------------

@@ -231,7 +231,9 @@ def agent_for(p: Prepared, target: Target, workloads: tuple[Instance, ...] = ())
     if target.capabilities.agent == "program":
         cross = _cross_target(p.profile)
         return agent_binary(cross.cc, p.profile.agent_arch)
-    return initramfs_for(p, workloads)
+    # The agent runs every workload its initramfs holds: those the guest can run (`run`
+    # says why of the others).
+    return initramfs_for(p, _runnable(workloads, _unmet_needs(target, workloads)))
 
 
 def _cross_target(profile: arches.ArchProfile) -> CrossTarget:
@@ -436,16 +438,54 @@ def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
     return f" {WORKLOADS_OPTION}={path}"
 
 
-def _without_room(target: Target, workloads: tuple[Instance, ...]) -> dict[int, str]:
-    """The workloads (by index) whose disk (needs.disk_mib) a machine has no room for where
-    their {workdir} is, each with why; asked of the machine only when one needs a disk. A
-    guest gets a disk with room for them instead (RunOptions.disk_mib, targets.qemu; none
-    under icount, where the agent does not run them: guest.workloads.Reader)."""
+def _unmet_needs(target: Target, workloads: tuple[Instance, ...]) -> dict[int, str]:
+    """The workloads (by index) that the target cannot give what they need, each with why
+    ("needs ...", several joined by "; "): more vCPUs or memory (needs.vcpus,
+    needs.memory_mib) than a QEMU guest or a machine has, more room for their files
+    (needs.disk_mib) than a machine has where their {workdir} is. Each is asked of the
+    target only when a workload needs it. A guest gets a disk with room instead
+    (RunOptions.disk_mib, targets.qemu; none under icount, where the agent does not run them:
+    guest.workloads.Reader). The variant is never changed to fit: a guest boots with the
+    vCPUs it asks for, and the reason says how to ask for more. A LAVA board's log says
+    nothing of its machine: nothing is checked there."""
+    whys: dict[int, list[str]] = {}
+    for n, why in [*_short_of_capacity(target, workloads), *_short_of_room(target, workloads)]:
+        whys.setdefault(n, []).append(why)
+    return {n: "; ".join(why) for n, why in sorted(whys.items())}
+
+
+def _runnable(workloads: tuple[Instance, ...], unmet: dict[int, str]) -> tuple[Instance, ...]:
+    """The workloads the agent is given: those whose needs are met (_unmet_needs)."""
+    return tuple(i for n, i in enumerate(workloads) if n not in unmet)
+
+
+def _short_of_capacity(target: Target, workloads: tuple[Instance, ...]) -> list[tuple[int, str]]:
+    """(index, why) of each workload needing more vCPUs or memory than the target has."""
+    if (not any(i.workload.needs.vcpus > 1 or i.workload.needs.memory_mib for i in workloads)
+            or not isinstance(target, targets.HasCapacity)):
+        return []
+    has = target.capacity()
+    # A QEMU guest gets more vCPUs from its variant; a machine has what it has.
+    more = target.capabilities.vcpus
+    out = []
+    for n, i in enumerate(workloads):
+        need = i.workload.needs
+        if need.vcpus > has.vcpus:
+            out.append((n, f"needs {need.vcpus} vCPUs, {has.where} has {has.vcpus}"
+                           + (f": give the variant vcpus:{need.vcpus}" if more else "")))
+        if need.memory_mib > has.memory_mib:
+            out.append((n, f"needs {need.memory_mib} MiB of memory, {has.where} has {has.memory_mib} MiB"))
+    return out
+
+
+def _short_of_room(target: Target, workloads: tuple[Instance, ...]) -> list[tuple[int, str]]:
+    """(index, why) of each workload whose files (needs.disk_mib) a machine has no room for
+    where their {workdir} is."""
     if not any(i.workload.needs.disk_mib for i in workloads) or not isinstance(target, targets.MachinePrograms):
-        return {}
+        return []
     workdir, free = target.workdir_free_mib()
-    return {n: f"needs {i.workload.needs.disk_mib} MiB free under {workdir}, the machine has {free} MiB"
-            for n, i in enumerate(workloads) if i.workload.needs.disk_mib > free}
+    return [(n, f"needs {i.workload.needs.disk_mib} MiB free under {workdir}, the machine has {free} MiB")
+            for n, i in enumerate(workloads) if i.workload.needs.disk_mib > free]
 
 
 def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink: _StoreSink, info: TargetInfo,
@@ -491,10 +531,11 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     boot = bootable(p, build)
     build_key = boot.key if boot is not None else f"running-{p.source.content_hash[:20]}"
     kernel = boot.image if boot is not None else None
-    # A workload the machine has no room for is not run; the others are.
-    no_room = _without_room(target, options.workloads)
-    runnable = tuple(i for n, i in enumerate(options.workloads) if n not in no_room)
-    cmdline = options.cmdline(p.spec) + _workloads_word(target, runnable)
+    # A workload whose needs the target cannot meet is not run; the others are (a guest's
+    # initramfs holds only those: agent_for).
+    unmet = _unmet_needs(target, options.workloads)
+    given = _runnable(options.workloads, unmet)
+    cmdline = options.cmdline(p.spec) + _workloads_word(target, given)
     timeout_s = options.timeout_s + options.workload_timeout_s()
     with target.start(kernel, initrd, cmdline, options.mode, timeout_s) as console:
         run_id = store.start_run(variant_id, build_key, target.name, info.to_dict(), options.mode,
@@ -504,8 +545,8 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        reader = _workload_reader(options, runnable, sink, info, store, run_id, p, target)
-        for n, why in no_room.items():
+        reader = _workload_reader(options, given, sink, info, store, run_id, p, target)
+        for n, why in unmet.items():
             assert reader is not None   # the run has workloads
             reader.not_run(options.workloads[n], why)
         session = Session(sink, watcher, reader)

@@ -101,6 +101,23 @@ class MachinePrograms(Protocol):
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """The CPUs and memory the workloads of a run get where they run, for their
+    needs.vcpus and needs.memory_mib: a QEMU guest's, or a real machine's."""
+    where: str         # "the guest", "the machine": for messages
+    vcpus: int
+    memory_mib: int
+
+
+@runtime_checkable
+class HasCapacity(Protocol):
+    """A target that says what CPUs and memory its workloads get (a QEMU guest as the
+    variant boots it, a running machine as it is). A LAVA board's log says nothing of it."""
+
+    def capacity(self) -> Capacity: ...
+
+
+@dataclass(frozen=True)
 class TargetOptions:
     """What the user said of the target besides its spec (--accel, --ssh-config, ...)."""
     target: str = "qemu"                 # the spec: qemu | local | ssh://[user@]host[:port] | ...

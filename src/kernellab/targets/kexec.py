@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..guest.console import ConsoleLine
-from . import Capabilities, Exit, Target, TargetInfo, TargetOptions, Want, registry
+from . import Capabilities, Capacity, Exit, Target, TargetInfo, TargetOptions, Want, registry
 from .running import RunningConsole, RunningTarget, agent_options
 from .shell import SshShell, parse_ssh_url, script
 
@@ -127,6 +127,12 @@ class KexecTarget:
         """Asked before a run starts: of the kernel the machine runs, before a built one is
         kexec'd into (the same file systems, /tmp's size aside where it is a tmpfs)."""
         return self.machine.workdir_free_mib()
+
+    def capacity(self) -> Capacity:
+        """Asked before a run starts, as workdir_free_mib: of the kernel the machine runs. A
+        built kernel kexec'd into sees the same CPUs and memory unless it is made to see
+        fewer (maxcpus=, mem=, a config without SMP): its workloads then get less than this."""
+        return self.machine.capacity()
 
     # -- before anything starts ---------------------------------------------------
 

@@ -27,7 +27,7 @@ from .. import modes
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..proc import require_tool
-from . import Capabilities, Target, TargetInfo, TargetOptions, Want, fsimage, registry
+from . import Capabilities, Capacity, Target, TargetInfo, TargetOptions, Want, fsimage, registry
 from .accel import choose
 from .stream import ProcessConsole
 
@@ -111,6 +111,20 @@ class QemuTarget:
         if self.accel == "kvm":
             return TargetInfo("KVM guest", details, KVM_TIMING)
         return TargetInfo(f"QEMU TCG {mode}", details, modes.get(mode).note)
+
+    def capacity(self) -> Capacity:
+        """The vCPUs the variant boots with (vcpus:N, else the machine's -smp, else 1) and the
+        memory the arch profile gives the guest (its -m): the room _machine_args adds for a
+        large initramfs is the initramfs's own, not the workloads'."""
+        args = self._machine_args()
+        smp = (_arg_after(args, "-smp") or "1").split(",")[0]
+        given = _arg_after(list(self.machine.args), "-m")
+        memory = _mib(given) if given is not None else None
+        if not smp.isascii() or not smp.isdigit() or memory is None:
+            raise LabError(f"arch profile {self.profile.name}: a workload's needs.vcpus and needs.memory_mib are "
+                           f"checked against its machine's -smp N and -m SIZE (N MiB, NM or NG), which it gives as "
+                           f"{smp!r} and {given!r}: give them so in its [qemu] args")
+        return Capacity("the guest", int(smp), memory)
 
     def command(self, kernel: Path, initramfs: Path | None, cmdline: str, mode: str,
                 scratch: Path | None = None, fs_image: Path | None = None) -> list[str]:

@@ -97,7 +97,7 @@ class Ask:
     live: bool = False            # it needs the target to start kernels now
     workload: str = ""            # the workload asking (its label), for messages
     host_link: bool = False       # it talks to the host over a network link (needs.network = "host")
-    disk_mib: int = 0             # it needs a scratch disk of this size for its {workdir} (needs.disk_mib)
+    disk_mib: int = 0             # the MiB its files need on a disk's file system, its {workdir} (needs.disk_mib)
 
 
 def _workload_asks(instances: Sequence[Instance], mode: str | None) -> list[Ask]:
@@ -106,9 +106,10 @@ def _workload_asks(instances: Sequence[Instance], mode: str | None) -> list[Ask]
                 mode=mode) for i in instances]
 
 
-def _gives_scratch_disk(caps: Capabilities) -> bool:
-    """A workload's scratch disk: a disk QEMU attaches, or a real machine's own file systems
-    (the agent runs there as a program). A board booted from a ramdisk has neither."""
+def _gives_workload_disk(caps: Capabilities) -> bool:
+    """A disk with a file system for a workload's files: one QEMU attaches (wall mode), or a
+    real machine's own file systems (the agent runs there as a program). A board booted
+    from a ramdisk has neither."""
     return caps.disks or caps.agent == "program"
 
 
@@ -157,9 +158,10 @@ def refusal(spec: str, caps: Capabilities, ask: Ask) -> str | None:
     if ask.host_link and ask.mode is not None and ask.mode != "wall":
         return (f"workload {ask.workload} talks to the host over the network, which the host's clock times: "
                 f"wall mode only, not {ask.mode} (pass --mode wall)")
-    if ask.disk_mib and not _gives_scratch_disk(caps):
-        return (f"workload {ask.workload} needs a scratch disk of {ask.disk_mib} MiB for its files, and --target "
-                f"{spec} declares none: run it on {_suggest(_gives_scratch_disk)}")
+    if ask.disk_mib and not _gives_workload_disk(caps):
+        return (f"workload {ask.workload} needs a disk with a file system for its files ({ask.disk_mib} MiB), "
+                f"and --target {spec} gives none (a board booted from a ramdisk): run it on "
+                f"{_suggest(_gives_workload_disk)}")
     return None
 
 

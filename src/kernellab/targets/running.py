@@ -44,7 +44,7 @@ from ..errors import LabError
 from ..guest.console import BEFORE_INIT, ConsoleLine
 from ..guest.session import console_samples
 from ..guest.workloads import Packages, machine_programs
-from . import Capabilities, Target, TargetInfo, TargetOptions, Want, registry
+from . import Capabilities, Capacity, Target, TargetInfo, TargetOptions, Want, registry
 from .machine import Facts, Owner, arch_profile, kernel_log, program_owners, read_facts
 from .shell import LocalShell, Script, Shell, script
 from .stream import ProcessConsole
@@ -92,6 +92,13 @@ DF_SCRIPT = 'exec df -Pk -- "$1"'
 # That line: file system, size, used, available, capacity ("-" where the size is 0), where
 # it is mounted. ASCII digits only, and few of them: what the machine says is data.
 _DF_LINE = re.compile(r"\S.*?\s+[0-9]{1,20}\s+[0-9]{1,20}\s+([0-9]{1,20})\s+(?:[0-9]{1,3}%|-)\s+/.*")
+# The CPUs a program started there may run on (nproc: its affinity, as the agent's
+# workloads inherit it) and the memory the kernel manages (/proc/meminfo's MemTotal line),
+# one a line: no value of kernellab's in it.
+CAPACITY_SCRIPT = "nproc && grep '^MemTotal:' /proc/meminfo"
+MEMINFO = "/proc/meminfo"
+# What it prints: ASCII digits only, and few of them: what the machine says is data.
+_CAPACITY = re.compile(r"([0-9]{1,6})\nMemTotal:[ \t]+([0-9]{1,20}) kB\n?")
 KILL_SCRIPT = 'kill "$1" 2>/dev/null'
 AFTER_SCRIPT = "cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v"
 
@@ -230,6 +237,24 @@ class RunningTarget:
                            "df works there")
         return WORKDIR_PARENT, df_free_kib(result.text, WORKDIR_PARENT, self.shell.where) >> 10
 
+    def capacity(self) -> Capacity:
+        """The CPUs the workloads may run on and the memory the machine's kernel manages:
+        here the affinity kernellab runs with and /proc/meminfo, there what CAPACITY_SCRIPT
+        prints (in the same form, read by one parser)."""
+        if not self.shell.here:
+            result = self.shell.run(script(CAPACITY_SCRIPT))
+            if result.code != 0:
+                said = (result.stderr.strip().splitlines() or ["no message"])[-1]
+                raise LabError(f"`nproc` and /proc/meminfo could not be read on {self.shell.where} "
+                               f"({said[:120]!r}): check that nproc (coreutils or busybox) is there")
+            return capacity_of(result.text, self.shell.where)
+        try:
+            meminfo = Path(MEMINFO).read_text(errors="replace")
+        except OSError as exc:
+            raise LabError(f"cannot read {MEMINFO} on this machine ({exc.strerror}): is /proc mounted?") from None
+        total = next((line for line in meminfo.splitlines() if line.startswith("MemTotal:")), "")
+        return capacity_of(f"{len(os.sched_getaffinity(0))}\n{total}\n", self.shell.where)
+
     def install(self, agent: Path) -> str:
         """The agent's path on the machine."""
         return str(agent) if self.shell.here else self.copy(agent, "agent")
@@ -328,6 +353,17 @@ def df_free_kib(text: str, directory: str, where: str) -> int:
                        f"{text[:160]!r}, not POSIX's heading and one line: check that df there is coreutils' or "
                        "busybox's")
     return int(found.group(1))
+
+
+def capacity_of(text: str, where: str) -> Capacity:
+    """The machine's CPUs and memory from what CAPACITY_SCRIPT printed: a count of CPUs
+    (1 or more) and /proc/meminfo's MemTotal line; anything else refused in one line."""
+    found = _CAPACITY.fullmatch(text)
+    if found is None or int(found.group(1)) < 1:
+        raise LabError(f"cannot read the CPUs and memory of {where}: `nproc` and /proc/meminfo's MemTotal printed "
+                       f"{text[:160]!r}, not a count of CPUs and a line `MemTotal: N kB`: check that nproc there is "
+                       "coreutils' or busybox's")
+    return Capacity("the machine", int(found.group(1)), int(found.group(2)) >> 10)
 
 
 class RunningConsole(ProcessConsole):

@@ -157,8 +157,11 @@ class Metric:
 @dataclass(frozen=True)
 class Needs:
     kernel: tuple[str, ...] = ()         # kernel options: without them the metrics are "n/a: needs CONFIG_X"
+    # The CPUs and memory it needs where it runs: a QEMU guest (the variant's vcpus:N, the
+    # arch profile's -m) or a machine (nproc, MemTotal) that has fewer does not run it, and
+    # its metrics say why (experiments.lab); the variant is never changed to fit.
     vcpus: int = 1
-    memory_mib: int = 0                  # 0: the arch's default
+    memory_mib: int = 0                  # 0: any
     # The MiB its files need in {workdir} (0: none): a machine's free space there is checked
     # before the run (n/a when short); a QEMU guest gets, in wall mode, a disk's file system
     # with that room for {workdir} (targets.qemu, fsimage.for_workloads), and under icount
