@@ -40,7 +40,7 @@ userland kernellab assembled for the arch as a second archive, which the kernel 
 after the first. The agent runs them after its tables as in QEMU, so the import reads the
 same records; the job's boot timeout allows each workload its own timeout, and its
 metadata names them (kernellab.workloads). A workload that needs what a board does not
-give (a link from the host, a scratch disk) is refused before anything is built
+give (a link from the host, a disk with a file system for its files) is refused before anything is built
 (targets.registry, from the lava target's capabilities).
 
 The user serves the image and initramfs at URL (`kernellab lava-job` says which files),

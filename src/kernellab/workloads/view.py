@@ -50,7 +50,7 @@ def show_lines(spec: str) -> list[str]:
     lines.append(f"  {'fixed work' if w.fixed_work else 'not fixed work'}: {w.why}")
     n = w.needs
     lines.append(f"  needs:    {', '.join(n.kernel) or 'no kernel option'}; {n.vcpus} vCPU(s); "
-                 f"memory {f'{n.memory_mib} MiB' if n.memory_mib else 'the default'}; "
+                 f"memory {f'{n.memory_mib} MiB' if n.memory_mib else 'any'}; "
                  f"disk {f'{n.disk_mib} MiB' if n.disk_mib else 'none'}; network {n.network}")
     if w.params:
         lines.append("  parameters:")
