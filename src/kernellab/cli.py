@@ -1243,6 +1243,8 @@ ENVIRONMENT = (
     ("PATH", "where kernellab finds the programs it runs: make, the compilers, QEMU, ssh (kernellab doctor "
              "lists them)"),
     ("DASK_*", "Dask's configuration, for --workers and --cluster (TLS certificates: docs/dask.md)"),
+    ("TMPDIR", "where QEMU keeps what a guest writes on a workload's disk (snapshot=on; default /var/tmp): "
+               "kernellab checks there is room for the workloads' needs.disk_mib before it starts"),
     ("KERNELLAB_FAULT_KILL_AT_SAMPLE", "kernellab's own fault tests only: kill the process at that sample"),
 )
 
