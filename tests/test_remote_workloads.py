@@ -5,7 +5,6 @@ programs the workloads name are the machine's own, a missing one named with its 
 package. Here a shell of this machine poses as a remote one (it is not `here`, so files are
 copied) and runs the real agent; the ssh guest's test is in test_ssh_target.py."""
 
-import dataclasses
 import json
 import os
 import shlex
@@ -19,11 +18,8 @@ import pytest
 from kernellab.agent.compile import agent_binary
 from kernellab.errors import LabError
 from kernellab.experiments import compare
-from kernellab.experiments.placement import Placement
-from kernellab.experiments.spec import Experiment, parse_short
 from kernellab.guest.workloads import Provenance
-from kernellab.store import Store
-from kernellab.targets import Capacity, TargetOptions, running
+from kernellab.targets import Capacity, running
 from kernellab.targets.machine import OWNER_SCRIPT, Facts
 from kernellab.targets.running import (
     CAPACITY_SCRIPT,
@@ -36,7 +32,7 @@ from kernellab.targets.running import (
     df_free_kib,
 )
 from kernellab.targets.shell import LocalShell, Result, SshShell, parse_ssh_url, script
-from workloadfiles import workload_file
+from workloadfiles import running_kernel_report, workload_file
 
 PWNED = "pwned"
 # Shell text that would leave a file behind if it ever ran as shell text.
@@ -89,15 +85,7 @@ def bundle(tmp_path: Path, workloads: bytes, programs: dict[str, bytes]) -> Path
 def running_values(tmp_path, instances, shell) -> tuple[dict, dict]:
     """compare of the machine's running kernel with these workloads, its remote commands
     answered by `shell` (a machine posing as a remote): the report and each metric's values."""
-    placement = Placement(TargetOptions("local"), log=lambda m: None)
-    assert placement.machine is not None
-    placement.machine.shell = shell
-    exp = Experiment("remote", [parse_short("running")])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
-    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
-    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
-    assert failures == []
+    report = running_kernel_report(tmp_path, instances, shell)
     return report, {m["name"]: m["values"]["running"] for m in report["metrics"]}
 
 def test_shells_say_whether_the_machine_is_this_one(tmp_path):

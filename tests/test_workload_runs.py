@@ -30,7 +30,7 @@ from kernellab.metrics import catalog
 from kernellab.store import SCHEMA_VERSION, Store
 from kernellab.targets import TargetOptions, fsimage, running
 from kernellab.workloads import Server, resolve
-from workloadfiles import workload_file
+from workloadfiles import running_kernel_report, workload_file
 
 needs_mke2fs = pytest.mark.skipif(shutil.which("mke2fs") is None, reason="e2fsprogs not installed")
 
@@ -387,13 +387,8 @@ def test_a_workload_the_machine_has_no_room_for_is_not_available_and_the_next_ru
     big, fits = disk_workload(tmp_path, "big", 100), disk_workload(tmp_path, "fits", 50)
     after = workload_file(tmp_path, "after", 'echo "value: $((1 + $1))"', command='["sh", "{workdir}/run.sh", "{n}"]')
     instances = compare.resolve_workloads([str(big), str(fits), f"{after}:n=41"])
-    placement = Placement(TargetOptions("local"), log=lambda m: None)
-    exp = Experiment("local", [parse_short("running")])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
-    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
-    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
-    assert failures == [] and asked == ["/tmp"]
+    report = running_kernel_report(tmp_path, instances)
+    assert asked == ["/tmp"]
     assert metric(report, "big.value")["values"]["running"] == {
         "not_available": "needs 100 MiB free under /tmp, the machine has 50 MiB"}
     assert metric(report, "fits.value")["values"]["running"]["median"] == 7
@@ -452,18 +447,6 @@ def test_a_workload_needing_more_memory_than_the_guest_is_not_run_and_says_why(l
     assert command[command.index("-m") + 1] == "256M"   # no memory given behind the user's back
 
 
-def local_runs(tmp_path: Path, instances) -> dict:
-    """compare of this machine's running kernel (--target local) with these workloads: the report."""
-    placement = Placement(TargetOptions("local"), log=lambda m: None)
-    exp = Experiment("local", [parse_short("running")])
-    how = compare.plan(exp, None, 1, None, 300.0, placement=placement, workloads=instances)
-    options = dataclasses.replace(how.options, cmdline_extra="KL_ONLY=syscall.null KL_REPEATS=1")
-    how = dataclasses.replace(how, options=options, target=lambda p, b: placement.target(p, b, options))
-    report, failures = compare.run_experiment(exp, Store(tmp_path / "s.sqlite"), how, log=lambda m: None)
-    assert failures == []
-    return report
-
-
 def test_on_this_machine_the_cpus_it_may_use_and_its_memtotal_decide_what_runs(tmp_path, monkeypatch):
     """--target local: the CPUs of kernellab's affinity (what the agent's programs inherit)
     and /proc/meminfo's MemTotal; a workload needing more is n/a with why, the rest run."""
@@ -474,7 +457,7 @@ def test_on_this_machine_the_cpus_it_may_use_and_its_memtotal_decide_what_runs(t
     two = sized_workload(tmp_path, "two", "vcpus = 2")
     big = sized_workload(tmp_path, "big", "memory_mib = 2048\nvcpus = 3")
     fits = sized_workload(tmp_path, "fits", "memory_mib = 1024")
-    report = local_runs(tmp_path, compare.resolve_workloads([str(two), str(big), str(fits)]))
+    report = running_kernel_report(tmp_path, compare.resolve_workloads([str(two), str(big), str(fits)]))
     na = {"two": "needs 2 vCPUs, the machine has 1",
           "big": "needs 3 vCPUs, the machine has 1; needs 2048 MiB of memory, the machine has 1024 MiB"}
     for label, why in na.items():
