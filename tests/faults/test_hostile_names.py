@@ -239,7 +239,16 @@ def test_a_second_option_inside_a_value_does_not_pass_the_unknown_option_check(l
 # -- the reaper kills only what kernellab started -------------------------------------------
 
 def _group(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    # Popen returns once the child has left the parent's memory (vfork), which is before
+    # execve has set up the new program's arguments and environment: /proc/PID/environ
+    # reads empty for a moment (measured: 126 of 300 reads right after Popen). The reaper
+    # meets its groups long after they started; the test waits until sleep is sleep.
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    deadline = time.monotonic() + 5
+    while not cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return child
 
 
 def _forge(cache: Path, victim: subprocess.Popen[bytes], token: str = "f" * 32) -> Path:
