@@ -13,7 +13,11 @@ from selenium.webdriver.common.by import By
 
 from browser import chart_labels, inked_charts, load, overflowing, screenshot
 from kernellab.report import html
-from test_study import study_file
+from test_provenance_views import LINE as PROVENANCE
+from test_provenance_views import swept_study
+from test_study import SWEPT, study_file
+from test_study_measured_only import measured_only, stop_the_sweep_part_way
+from test_workload_provenance import debian_userland  # noqa: F401  (a fixture)
 
 HOSTILE = "<script>alert(1)</script>"
 LIMIT = 2 * 1024 * 1024
@@ -128,6 +132,47 @@ def test_a_study_report(lab, capsys, browser, tmp_path):
     summary = browser.find_element(By.CSS_SELECTOR, "#summary").text
     assert summary.startswith("Summary\nSystem calls (slow against fast): null syscall (getppid) 25% worse")
     assert "x86_64: All metrics" in [h.text for h in browser.find_elements(By.TAG_NAME, "h2")]
+
+
+def section_ids(browser) -> list[str]:
+    return [s.get_attribute("id") for s in browser.find_elements(By.TAG_NAME, "section")]
+
+
+@pytest.mark.usefixtures("debian_userland")
+def test_a_study_page_shows_its_sweep_as_a_sweep_page_does(lab, capsys, browser, tmp_path):
+    """The sweep's own sections (how, each metric's options ranked, what each flip changed),
+    headed by its label, before the text report and apart from it, with its workload's provenance."""
+    page = tmp_path / "swept.html"
+    assert lab.main("study", "run", str(swept_study(lab, tmp_path)), "--format", "html", "-o", str(page)) == 0
+    capsys.readouterr()
+    shown(browser, page, tmp_path, min_charts=3)   # the compare's change and values, the sweep's ranking
+    ids = section_ids(browser)
+    assert len(set(ids)) == len(ids)
+    sweep = ["x86-64-sweep-one-option-at-a-time", "x86-64-timed-time-the-options-ranked-by-effect",
+             "x86-64-what-each-flip-changed"]
+    assert ids[ids.index(sweep[0]):] == [*sweep, "the-text-report"]
+    how = browser.find_element(By.ID, sweep[0])
+    assert how.find_element(By.TAG_NAME, "h2").text == "x86_64: sweep, one option at a time"
+    assert PROVENANCE in how.text and "1 option(s) flipped one at a time from the baseline" in how.text
+    ranked = browser.find_element(By.CSS_SELECTOR, f"#{sweep[1]} [data-chart] svg")
+    assert "CONFIG_FAKE_SLOW=y" in ranked.get_attribute("textContent")
+    flips = browser.find_element(By.CSS_SELECTOR, f"#{sweep[2]} table").text
+    assert "CONFIG_FAKE_SLOW=y" in flips
+
+
+def test_a_measured_only_study_page_names_its_sweeps_flips_not_measured(lab, capsys, browser, tmp_path,
+                                                                         monkeypatch):
+    path = study_file(lab, text=SWEPT)
+    stop_the_sweep_part_way(lab, capsys, monkeypatch, path)
+    report, _ = measured_only(lab, capsys, path)
+    (flip,) = (f"{f['option']}={f['value']}" for f in report["sweeps"]["x86_64"]["flips"])
+    (left,) = report["measured_only"]["sweeps"]["x86_64"]["not_measured"]
+    measured_only(lab, capsys, path, fmt="html")
+    shown(browser, lab.tmp / "so-far.html", tmp_path, min_charts=2)
+    how = browser.find_element(By.ID, "x86-64-sweep-one-option-at-a-time").text
+    assert f"not measured yet on x86_64: 1 of 2 options: {left}" in how
+    flips = browser.find_element(By.CSS_SELECTOR, "#x86-64-what-each-flip-changed table").text
+    assert flip in flips and left not in flips
 
 
 def test_sweep_and_bisect_reports(lab, capsys, browser, tmp_path):

@@ -172,7 +172,7 @@ def test_every_view_of_a_study_names_the_workloads_of_its_compare_and_of_its_swe
     for fmt, (before, sweep_part) in study_views(lab, capsys, lab.tmp / "study.json").items():
         assert sweep_part.count(LINE) == 1, (fmt, sweep_part)   # the sweep's, once
         assert LINE in before, fmt                               # the compare's
-        if fmt != "html":   # the page says the compare's in its own section and in its text report
+        if fmt != "html":   # the page says both in sections of their own, and the compare's in its text report
             assert before.count(LINE) == 1, (fmt, before)
     # What the store holds of it (study run --measured-only): its sweep says them as well.
     report, _ = measured_only(lab, capsys, path)

@@ -2,7 +2,9 @@
 has measured, built and booted from nothing, each missing variant, cell and sweep option
 marked "not measured yet", on the fake lab (tests/fakes) in seconds."""
 
+import html
 import json
+import re
 import sqlite3
 
 import pytest
@@ -80,6 +82,10 @@ def test_a_study_stopped_after_its_quick_form_reports_what_it_measured(lab, caps
     # Saved, it is shown again as it was written (study-schema.json knows its measured_only part).
     assert lab.main("show", str(lab.tmp / "so-far.json"), "--format", "markdown") == 0
     assert capsys.readouterr().out == text
+    # Its page has a section for the sweep, headed as a measured sweep's, that says so.
+    page, _ = measured_only(lab, capsys, path, fmt="html")
+    sweep = re.search(r'<section id="x86-64-sweep-one-option-at-a-time">(.*?)</section>', page, re.S)
+    assert f"<li>{NOT}: the baseline, CONFIG_FAKE_SLOW=y</li>" in html.unescape(sweep.group(1))
 
 
 def test_a_variant_built_but_not_booted_shows_its_build_figures_only(lab, capsys):
@@ -99,10 +105,9 @@ def test_a_variant_built_but_not_booted_shows_its_build_figures_only(lab, capsys
     assert rows["vmlinux text"][6] not in (NOT, "-")   # the build's own figure
 
 
-def test_a_sweep_stopped_part_way_shows_the_flips_it_measured(lab, capsys, monkeypatch):
-    """The sweep's third boot fails (baseline, one flip, then the host goes away): the
-    report shows the flip measured, as the finished sweep has it, and names the other."""
-    path = study_file(lab, text=SWEPT)
+def stop_the_sweep_part_way(lab, capsys, monkeypatch, path):
+    """The study of `path` (SWEPT's sweep of two flips), its sweep's third boot failed
+    (baseline, one flip, then the host goes away)."""
     run_study(lab, capsys, path, "--quick")
     real_run, boots = lab_module.run, []
 
@@ -117,6 +122,11 @@ def test_a_sweep_stopped_part_way_shows_the_flips_it_measured(lab, capsys, monke
     assert stopped["sweeps"] == {} and len(boots) == 3
     monkeypatch.setattr(lab_module, "run", real_run)
 
+
+def test_a_sweep_stopped_part_way_shows_the_flips_it_measured(lab, capsys, monkeypatch):
+    """The report shows the flip measured, as the finished sweep has it, and names the other."""
+    path = study_file(lab, text=SWEPT)
+    stop_the_sweep_part_way(lab, capsys, monkeypatch, path)
     held = what_the_lab_holds(lab)
     report, _ = measured_only(lab, capsys, path)
     assert what_the_lab_holds(lab) == held

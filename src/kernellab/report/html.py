@@ -16,7 +16,7 @@ import math
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -602,9 +602,12 @@ def size_section(size: dict[str, Any]) -> Section:
 
 # -- study, sweep, bisect, audit -------------------------------------------------------
 
-def study_page(study: dict[str, Any], details: str) -> str:
-    """A study: its summary first, then per arch the seed's tables as charts and tables;
-    `details` is the text report, for the parts (the split, the sweep) shown as text."""
+def study_page(study: dict[str, Any], details: str, sweep_notes: Mapping[str, Sequence[str]]) -> str:
+    """A study: its summary first, then per arch the seed's tables as charts and tables, then
+    each sweep as its own page shows it; `details` is the text report, for the parts (the
+    split) shown only as text. `sweep_notes`: by a sweep's label, the lines the study says
+    of it beside its figures (its workloads' provenance, the flips not measured yet); a
+    label in it alone is a sweep of which nothing is measured yet."""
     how = [f"question: {study['question']}", f"seed: {study['seed']}", f"arches: {', '.join(study['arches'])}",
            f"baseline {study['baseline']}, subject {study['subject']}",
            f"noise floor: {study['noise_floor']['origin']}",
@@ -619,6 +622,11 @@ def study_page(study: dict[str, Any], details: str) -> str:
     for arch, report in study["reports"].items():
         sections.append(Section(f"{arch}: how", items=header_lines(report) + workload_lines(report)))
         sections += compare_sections(report, metrics, heading=arch)
+    for label in dict.fromkeys([*study["sweeps"], *sweep_notes]):
+        notes = sweep_notes.get(label, ())
+        result = study["sweeps"].get(label)
+        sections += (sweep_sections(result, notes, heading=label) if result is not None
+                     else [Section(f"{label}: {SWEEP_HEADING}", items=list(notes))])
     sections.append(Section("The text report", text=details))
     return page(f"kernellab study {study['study']}: {study['title']}", study["question"], sections,
                 f"kernellab study report format {study['format_version']}")
@@ -626,27 +634,41 @@ def study_page(study: dict[str, Any], details: str) -> str:
 
 def sweep_page(result: dict[str, Any], workloads: Sequence[str] = ()) -> str:
     """`workloads`: a line per real program the probes ran, what its figures come from."""
-    sections = [Section("How the numbers were obtained", items=[
+    return page("kernellab sweep", ", ".join(result["metrics"]), sweep_sections(result, workloads),
+                modes.get(result["mode"]).summary)
+
+
+# What a sweep is, after its label, where a study's page heads one.
+SWEEP_HEADING = "sweep, one option at a time"
+
+
+def sweep_sections(result: dict[str, Any], notes: Sequence[str] = (), heading: str = "") -> list[Section]:
+    """A sweep's sections, on its own page and on a study's: how its numbers were obtained
+    (with `notes`, each a line of its own), each metric's options ranked by effect, what each
+    flip changed. `heading`: the sweep's label on a study's page, which its sections name
+    (the page holds other sections, and the arches' compares)."""
+    prefix = f"{heading}: " if heading else ""
+    sections = [Section(f"{prefix}{SWEEP_HEADING}" if heading else "How the numbers were obtained", items=[
         modes.get(result["mode"]).summary,
         f"{len(result['flips'])} option(s) flipped one at a time from the baseline",
         f"cost: {result['builds']} build(s), {result['boots']} boot(s), {result['wall_s']:.0f} s wall",
-        *workloads])]
+        *notes])]
     for metric in result["metrics"]:
         about = describe(metric, "")
         unit = display_unit({"name": about.name, "unit": about.unit, "clock": about.clock}, result["mode"])
         rows = _sweep_rows(result, metric)
-        section = Section(f"{metric}: the options ranked by effect",
+        section = Section(f"{prefix}{metric}: the options ranked by effect",
                           paragraphs=[f"baseline {fmt_value(result['baseline'][metric], about.unit)} {unit}"])
         if rows:
             section.charts.append(Chart(metric, change_chart(rows, f"change of {metric} against the baseline")))
         sections.append(section)
-    sections.append(Section("What each flip changed", tables=[Table(
+    sections.append(Section(f"{prefix}What each flip changed", tables=[Table(
         ["option", "objects depending on it", "build", "also changed", "not applied"],
         [Row([Cell(f"{f['option']}={f['value']}"), Cell(str(f["rebuild_objects"]), "num"),
               Cell(f"{'built in' if f['built'] else 'cached build of'} {probe_build_s(f):.0f} s"),
               Cell(", ".join(f["also_changed"])), Cell("; ".join(f["dropped"]), "failed")])
          for f in result["flips"]])]))
-    return page("kernellab sweep", ", ".join(result["metrics"]), sections, modes.get(result["mode"]).summary)
+    return sections
 
 
 def _sweep_rows(result: dict[str, Any], metric: str) -> list[dict[str, Any]]:

@@ -161,7 +161,7 @@ def _from_dict(study: dict[str, Any], origin: str) -> dict[str, Any]:
 
 def _html(study: dict[str, Any], view: kinds.View) -> str:
     from . import html  # the charting libraries load only for an HTML report
-    return html.study_page(study, _markdown(study))
+    return html.study_page(study, _markdown(study), _sweep_notes(study))
 
 
 def _results(study: dict[str, Any], view: kinds.View) -> str:
@@ -395,20 +395,51 @@ def _split_title(split: dict[str, Any]) -> str:
 def _sweep_lines(study: dict[str, Any]) -> list[str]:
     from .sweep import sweep_text
     out = []
-    for arch, result in study["sweeps"].items():
-        out.append(f"sweep on {arch}: one option at a time, as the seed did by hand")
-        if result.get("rules"):
-            out.append(f"the options the audit's rules of {', '.join(result['rules'])} name; "
-                       f"{result['left_out']} other differing option(s) not flipped")
+    for label, result in study["sweeps"].items():
+        out.append(f"sweep on {label}: one option at a time, as the seed did by hand")
+        out += _rules_line(result)
         out.append(sweep_text(result))
-        left = study.get("measured_only", {}).get("sweeps", {}).get(arch, {}).get("not_measured")
-        if left:
-            out.append(f"{NOT_MEASURED} on {arch}: {len(left)} of {study['measured_only']['sweeps'][arch]['flips']} "
-                       f"options: {', '.join(left)}")
-    for label, info in study.get("measured_only", {}).get("sweeps", {}).items():
+        out += _flips_not_measured(study, label)
+    for label, info in _held_sweeps(study).items():
         if label not in study["sweeps"]:
-            out.append(f"sweep on {label}: {NOT_MEASURED}: {', '.join(info['not_measured'])}")
+            out.append(f"sweep on {label}: {_nothing_measured(info)}")
     return out
+
+
+def _sweep_notes(study: dict[str, Any]) -> dict[str, list[str]]:
+    """By each sweep's label, what the study's page says of it beside its figures, in the
+    text report's words: the workloads its probes ran, the rules that chose its options, the
+    flips not measured yet; of a sweep of which nothing is measured yet, that."""
+    from .sweep import workload_lines as sweep_workloads
+    notes = {label: [*sweep_workloads(result), *_rules_line(result), *_flips_not_measured(study, label)]
+             for label, result in study["sweeps"].items()}
+    return notes | {label: [_nothing_measured(info)] for label, info in _held_sweeps(study).items()
+                    if label not in study["sweeps"]}
+
+
+def _rules_line(result: dict[str, Any]) -> list[str]:
+    """Which options a sweep flipped when the audit's rules chose them (none: every differing one)."""
+    if not result.get("rules"):
+        return []
+    return [f"the options the audit's rules of {', '.join(result['rules'])} name; "
+            f"{result['left_out']} other differing option(s) not flipped"]
+
+
+def _held_sweeps(study: dict[str, Any]) -> dict[str, Any]:
+    """A measured-only report's sweeps: label -> the options planned, the probes not measured yet."""
+    held: dict[str, Any] = study.get("measured_only", {}).get("sweeps", {})
+    return held
+
+
+def _flips_not_measured(study: dict[str, Any], label: str) -> list[str]:
+    """The flips of a sweep measured in part that a measured-only report lacks."""
+    info = _held_sweeps(study).get(label, {})
+    left = info.get("not_measured")
+    return [f"{NOT_MEASURED} on {label}: {len(left)} of {info['flips']} options: {', '.join(left)}"] if left else []
+
+
+def _nothing_measured(info: dict[str, Any]) -> str:
+    return f"{NOT_MEASURED}: {', '.join(info['not_measured'])}"
 
 
 def _legend(study: dict[str, Any]) -> list[str]:

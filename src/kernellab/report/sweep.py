@@ -1,5 +1,6 @@
 """A sweep's result (experiments/sweep.py, and each sweep of a study) as a kind of result
-(report/kinds.py) and its text; its HTML page is html.sweep_page, with the workloads' provenance."""
+(report/kinds.py) and its text; its HTML page is html.sweep_page, with the workloads' provenance
+(a study's page shows each of its sweeps by the same html.sweep_sections)."""
 
 from __future__ import annotations
 
