@@ -147,3 +147,23 @@ def test_what_a_differing_option_needs_is_kept_too_and_said(lab, capsys, monkeyp
     again = why_json(lab, capsys, f"a={a}", f"b={b}")["reduced"]
     assert again["needed"] == [] and [n["option"] for n in again["not_kept"]] == ["CONFIG_FAKE_NEEDS_BASE"]
     assert "FAKE_BASE" in again["not_kept"][0]["needs"]
+
+
+def test_what_a_kept_option_selects_is_set_alike_on_both_reductions(lab, capsys, monkeypatch):
+    """Both configurations set FAKE_GROUPS (outside the reduction's menus; lab-minimal leaves
+    it unset); A also sets FAKE_AUTOGROUP, which selects it, and B does not. Reduced, A
+    would have FAKE_GROUPS through its select and B not: a difference that is no part of
+    the change A -> B, bisected as a candidate. Both reductions keep the configurations'
+    common value of it, so the kernels measured differ only where A and B do."""
+    monkeypatch.setattr(reduce, "DISTRIBUTION_OPTIONS", 20)
+    a, b = lab.tmp / "vendor.config", lab.tmp / "tuned.config"
+    a.write_text(SHARED + "CONFIG_FAKE_GROUPS=y\nCONFIG_FAKE_AUTOGROUP=y\n")
+    b.write_text(SHARED + "CONFIG_FAKE_GROUPS=y\n# CONFIG_FAKE_AUTOGROUP is not set\nCONFIG_FAKE_SLOW=y\n")
+    result = why_json(lab, capsys, f"a={a}", f"b={b}")
+    reduced = result["reduced"]
+    kept = {side: Path(path).read_text() for side, path in reduced["configs"].items()}
+    assert all("CONFIG_FAKE_GROUPS=y" in text for text in kept.values()), kept
+    assert "CONFIG_FAKE_GROUPS" in reduced["needed"]
+    [m] = result["metrics"]
+    assert m["option_search"]["candidates"] == 2   # FAKE_AUTOGROUP and FAKE_SLOW, not FAKE_GROUPS
+    assert [c["name"] for c in m["culprits"]] == ["CONFIG_FAKE_SLOW=y"]

@@ -459,8 +459,8 @@ def _reduce(placement: Placement, given: dict[str, tuple[VariantSpec, Prepared]]
         kept = {side: reduce.reduce(trees[side], leans[side].config.values, full[side], keep) for side in given}
         reduced = {side: placement.prepare(_reduced_spec(given[side][0], kept[side])) for side in given}
         lost = _lost(differ, full, reduced)
-        more = set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
-                             for side, name in lost)) - keep if round_ < NEED_ROUNDS else set()
+        more = (set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
+                              for side, name in lost)) | _apart(trees["A"], full, reduced)) - keep if round_ < NEED_ROUNDS else set()
         if not more:
             break
         keep |= more
@@ -502,6 +502,19 @@ def _lost(differ: list[str], full: dict[str, dict[str, str]], reduced: dict[str,
     """(side, option) of the differing options a reduction does not hold at the config's value."""
     return [(side, name) for name in differ for side in ("A", "B")
             if reduced[side].config.values.get(name, "n") != full[side].get(name, "n")]
+
+
+def _apart(tree: KconfigTree, full: dict[str, dict[str, str]], reduced: dict[str, Prepared]) -> set[str]:
+    """Options A and B set alike that their reductions set apart: what a kept option
+    selects (SCHED_AUTOGROUP=y selects CGROUPS, which lab-minimal leaves out), so that only
+    one side has it. Kept at the configurations' common value on both sides, or the reduced
+    pair would differ in options the change A -> B does not touch (Debian's amd64 config
+    against it with a dozen options changed: 78 options apart, a dozen of them such). Only
+    those a user can set: the others follow from what is kept."""
+    a, b = reduced["A"].config.values, reduced["B"].config.values
+    settable = (name for name in differing(a, b) if full["A"].get(name, "n") == full["B"].get(name, "n"))
+    return {name for name in settable
+            if (sym := tree.symbol(name)) is not None and any(n.prompt for n in sym.nodes)}
 
 
 def _needs(tree: KconfigTree, reduced: Prepared, name: str, value: str) -> set[str]:
