@@ -459,8 +459,9 @@ def _reduce(placement: Placement, given: dict[str, tuple[VariantSpec, Prepared]]
         kept = {side: reduce.reduce(trees[side], leans[side].config.values, full[side], keep) for side in given}
         reduced = {side: placement.prepare(_reduced_spec(given[side][0], kept[side])) for side in given}
         lost = _lost(differ, full, reduced)
-        more = (set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
-                              for side, name in lost)) | _apart(trees["A"], full, reduced)) - keep if round_ < NEED_ROUNDS else set()
+        needed = set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
+                               for side, name in lost))
+        more = (needed | _apart(trees["A"], full, reduced)) - keep if round_ < NEED_ROUNDS else set()
         if not more:
             break
         keep |= more
