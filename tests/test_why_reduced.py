@@ -167,3 +167,24 @@ def test_what_a_kept_option_selects_is_set_alike_on_both_reductions(lab, capsys,
     [m] = result["metrics"]
     assert m["option_search"]["candidates"] == 2   # FAKE_AUTOGROUP and FAKE_SLOW, not FAKE_GROUPS
     assert [c["name"] for c in m["culprits"]] == ["CONFIG_FAKE_SLOW=y"]
+
+
+def test_a_kept_option_that_does_not_hold_brings_what_it_needs(lab, capsys, monkeypatch):
+    """Both configurations have security module A built in and as their default, outside
+    the reduction's menus; B also has module B (as Debian's config has SELinux beside
+    AppArmor, and a tuned one leaves it out). Reduced, B's default would become module B
+    and A's none: kept alike on both sides, the default needs module A, which the
+    reduction then keeps too, so that both kernels run the default they have."""
+    monkeypatch.setattr(reduce, "DISTRIBUTION_OPTIONS", 20)
+    a, b = lab.tmp / "tuned.config", lab.tmp / "vendor.config"
+    lsm = "CONFIG_FAKE_LSM_A=y\nCONFIG_FAKE_DEFAULT_A=y\n"
+    a.write_text(SHARED + lsm + "# CONFIG_FAKE_LSM_B is not set\n")
+    b.write_text(SHARED + lsm + "CONFIG_FAKE_LSM_B=y\nCONFIG_FAKE_SLOW=y\n")
+    result = why_json(lab, capsys, f"a={a}", f"b={b}")
+    reduced = result["reduced"]
+    kept = {side: Path(path).read_text() for side, path in reduced["configs"].items()}
+    assert all("CONFIG_FAKE_DEFAULT_A=y" in text and "CONFIG_FAKE_LSM_A=y" in text for text in kept.values()), kept
+    assert {"CONFIG_FAKE_LSM_A", "CONFIG_FAKE_DEFAULT_A"} <= set(reduced["needed"])
+    [m] = result["metrics"]
+    assert m["option_search"]["candidates"] == 2   # FAKE_LSM_B and FAKE_SLOW, not the default
+    assert [c["name"] for c in m["culprits"]] == ["CONFIG_FAKE_SLOW=y"]

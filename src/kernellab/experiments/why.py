@@ -455,16 +455,22 @@ def _reduce(placement: Placement, given: dict[str, tuple[VariantSpec, Prepared]]
     leans = {side: placement.prepare(replace(spec, name="lab-minimal", base="lab-minimal", fragments=[], options=[]))
              for side, (spec, _) in given.items()}
     trees = {side: _tree(lean) for side, lean in leans.items()}
+    pinned: set[str] = set()   # set alike in A and B, kept so that the reductions agree (_apart)
     for round_ in range(NEED_ROUNDS + 1):
         kept = {side: reduce.reduce(trees[side], leans[side].config.values, full[side], keep) for side in given}
         reduced = {side: placement.prepare(_reduced_spec(given[side][0], kept[side])) for side in given}
         lost = _lost(differ, full, reduced)
+        # A pinned option that does not hold needs what Kconfig says, as a differing one does
+        # (Debian's DEFAULT_SECURITY_APPARMOR needs SECURITY_APPARMOR, outside the menus).
+        unheld = _lost(sorted(pinned), full, reduced)
         needed = set().union(*(_needs(trees[side], reduced[side], name, full[side].get(name, "n"))
-                               for side, name in lost))
-        more = (needed | _apart(trees["A"], full, reduced)) - keep if round_ < NEED_ROUNDS else set()
+                               for side, name in [*lost, *unheld]))
+        apart = _apart(trees["A"], full, reduced)
+        more = (needed | apart) - keep if round_ < NEED_ROUNDS else set()
         if not more:
             break
         keep |= more
+        pinned |= apart
     return reduced["A"], reduced["B"], {
         "a": _variant(a), "b": _variant(b), "measured": "reduced onto lab-minimal",
         "size": {side: _size(values) for side, values in full.items()},
@@ -513,9 +519,10 @@ def _apart(tree: KconfigTree, full: dict[str, dict[str, str]], reduced: dict[str
     against it with a dozen options changed: 78 options apart, a dozen of them such). Only
     those a user can set: the others follow from what is kept."""
     a, b = reduced["A"].config.values, reduced["B"].config.values
-    settable = (name for name in differing(a, b) if full["A"].get(name, "n") == full["B"].get(name, "n"))
-    return {name for name in settable
-            if (sym := tree.symbol(name)) is not None and any(n.prompt for n in sym.nodes)}
+    alike = (tree.symbol(name) for name in differing(a, b) if full["A"].get(name, "n") == full["B"].get(name, "n"))
+    settable = [sym for sym in alike if sym is not None and any(n.prompt for n in sym.nodes)]
+    # A choice is kept whole (config.reduce): its entry the configurations choose is pinned too.
+    return {"CONFIG_" + s.name for sym in settable for s in (sym.choice.syms if sym.choice is not None else [sym])}
 
 
 def _needs(tree: KconfigTree, reduced: Prepared, name: str, value: str) -> set[str]:
