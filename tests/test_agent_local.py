@@ -412,10 +412,11 @@ def test_file_metrics_on_a_file_in_a_directory(agent, tmp_path):
 
 def workloads_file(tmp_path, *workloads: tuple[str, str, list[str]]) -> str:
     """The file the host writes (guest.workloads.encode), by hand: each workload's label, its
-    disk word (as given: tests send hostile ones too), and argv; no files, no server."""
-    words = ["kernellab-workloads 3", str(len(workloads))]
+    disk word (as given: tests send hostile ones too), and argv; its client not the host's,
+    no files, no server."""
+    words = ["kernellab-workloads 4", str(len(workloads))]
     for label, disk, argv in workloads:
-        words += [label, "10000", disk, "stdout", "0", str(len(argv)), *argv, "0"]
+        words += [label, "10000", disk, "0", "stdout", "0", str(len(argv)), *argv, "0"]
     path = tmp_path / "workloads"
     path.write_bytes(b"".join(w.encode() + b"\0" for w in words))
     return str(path)
@@ -459,3 +460,58 @@ def test_a_workload_whose_disk_is_missing_is_not_run_and_says_why(agent, tmp_pat
 def test_a_hostile_disk_word_is_a_damaged_file(agent, tmp_path, disk):
     records = workload_runs(agent, workloads_file(tmp_path, ("w", disk, ["pwd"])))
     assert [(r["t"], r.get("value")) for r in records] == [("meta", "damaged")]
+
+
+# -- workloads whose client is the host's (workload.c: wl_ready, await_server, link_missing) ----
+
+def host_workloads_file(tmp_path, *servers: tuple[str, list[str]], argv: tuple[str, ...] = ()) -> str:
+    """The file the host writes, by hand, for workloads whose client runs on the host: each
+    one's label and its server's argv, ready at a line "ready", a timeout of 1 s; `argv`:
+    client words, which the host never sends (a damaged file)."""
+    words = ["kernellab-workloads 4", str(len(servers))]
+    for label, server in servers:
+        words += [label, "1000", "0", "1", "stdout", "0", str(len(argv)), *argv]
+        words += [str(len(server)), *server, "line", "^ready", "1000", "TERM", "200"] if server else ["0"]
+    path = tmp_path / "workloads"
+    path.write_bytes(b"".join(w.encode() + b"\0" for w in words))
+    return str(path)
+
+
+def test_a_server_whose_client_is_the_hosts_is_ready_then_waited_for_until_it_ends(agent, tmp_path):
+    """No client here: t=wl_ready once the server is, then its own end is the workload's
+    (iperf3 --one-off leaves after the host's test): ok, a failure's status, or killed at
+    the timeout."""
+    path = host_workloads_file(tmp_path, ("done", ["sh", "-c", "echo ready; sleep 0.3; echo bye"]),
+                               # (it outlives its ready line: one that exits at once may end
+                               # before the agent reads the line, which is server_failed)
+                               ("fails", ["sh", "-c", "echo ready; sleep 0.5; exit 3"]),
+                               ("stays", ["sh", "-c", "echo ready; exec sleep 30"]))
+    records = workload_runs(agent, path)
+    kinds = [(r["t"], r["w"]) for r in records if r["t"] in ("wl_begin", "wl_ready", "wl_end") and r["w"] == "0"]
+    assert kinds == [("wl_begin", "0"), ("wl_ready", "0"), ("wl_end", "0")]
+    ends = {r["w"]: r for r in records if r["t"] == "wl_end"}
+    assert (ends["0"]["status"], ends["1"]["status"], ends["2"]["status"]) == ("ok", "server_died", "timeout")
+    assert ends["1"]["code"] == "3" and ends["2"]["code"] == "1000"
+    assert 0.3e9 <= int(ends["0"]["elapsed_ns"]) < 1e9   # from ready to its end
+    from urllib.parse import unquote
+    assert "".join(unquote(r["data"]) for r in records if r["t"] == "wl_srv" and r["w"] == "0") == "ready\nbye\n"
+    assert not [r for r in records if r["t"] == "wl_out"]
+
+
+def test_as_a_program_the_agent_runs_them_where_the_interface_named_is(agent, tmp_path):
+    """KL_NET_IF names the interface the host's link comes in on: missing, the workload is
+    not run (as in a guest with no network device); unset, nothing is checked."""
+    path = host_workloads_file(tmp_path, ("net", ["sh", "-c", "echo ready; sleep 0.1"]))
+    [missing] = [r for r in workload_runs(agent, path, {"KL_NET_IF": "kl-no-nic0"}) if r["t"] == "wl_end"]
+    assert missing == {**missing, "status": "no_link", "code": "0", "elapsed_ns": "0", "reason": "no_network_device"}
+    for env in ({"KL_NET_IF": "lo"}, {}):
+        assert [r["status"] for r in workload_runs(agent, path, env) if r["t"] == "wl_end"] == ["ok"]
+
+
+@pytest.mark.parametrize("why, servers, argv", [
+    ("client words", [("net", ["sh", "-c", "echo ready"])], ("sh",)),
+    ("no server", [("net", [])], ()),
+])
+def test_a_host_workload_with_client_words_or_no_server_is_a_damaged_file(agent, tmp_path, why, servers, argv):
+    records = workload_runs(agent, host_workloads_file(tmp_path, *servers, argv=argv))
+    assert [(r["t"], r.get("value")) for r in records] == [("meta", "damaged")], why

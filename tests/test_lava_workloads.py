@@ -14,7 +14,7 @@ from kernellab import initramfs, userland
 from kernellab.guest.records import frame
 from kernellab.guest.workloads import INITRAMFS_FILE, Packages
 from test_lava import URL, board_console, lava_log, write_log
-from workloadfiles import workload_file
+from workloadfiles import host_workload_file, workload_file
 
 
 def one_line_error(capsys) -> str:
@@ -131,7 +131,7 @@ def test_a_job_with_workloads_imported_without_them_says_what_to_give(lab, capsy
 
 
 def test_a_workload_a_board_cannot_give_what_it_needs_is_refused_in_one_line(lab, capsys, tmp_path):
-    host = workload_file(tmp_path, "to-host", 'echo "value: 1"', extra='[needs]\nnetwork = "host"')
+    host = host_workload_file(tmp_path, "to-host")
     assert lab.main("lava-job", "tinyconfig", "--source", str(lab.tree), "--device-type", "bbb",
                     "--artifact-url", URL, "--workload", str(host)) == 2
     err = one_line_error(capsys)

@@ -132,27 +132,27 @@ def test_what_the_board_cannot_do_is_refused_in_one_line_from_its_capabilities(l
 
 
 def test_a_workload_that_talks_to_the_host_runs_only_where_a_link_is_and_only_in_wall_mode(lab, capsys, tmp_path):
-    """Derived from the capabilities, in one place: QEMU's guest gets no network device from
-    kernellab (sweep refuses as compare does, before anything is built); a target with a
-    link and deterministic time would still be refused in icount (the host's clock times
-    the traffic); a machine reached over the network runs it."""
-    from dataclasses import replace
-
+    """Derived from the capabilities, in one place: QEMU's guest gets a network device in
+    wall mode and is refused in icount (the host's clock times the traffic: sweep refuses as
+    compare does, before anything is built); a machine reached over the network runs it; a
+    board in a lab's rack gives no link."""
     from kernellab import workloads
-    from kernellab.targets import qemu, running
-    from workloadfiles import workload_file
-    net = workload_file(tmp_path, "net", 'echo "value: 1"', extra='[needs]\nnetwork = "host"\n')
-    assert lab.main("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "net.value", "--workload", str(net),
-                    "--mode", "wall") == 2
-    assert ("workload net talks to the host over a network link, which --target qemu does not give: run it in "
-            "wall mode on --target local or --target ssh://HOST") in capsys.readouterr().err
+    from kernellab.targets import lava, qemu, running
+    from workloadfiles import host_workload_file
+    net = host_workload_file(tmp_path, "net")
+    assert lab.main("sweep", "tinyconfig", "--toggle", "FAKE_SLOW", "--metric", "net.sent", "--workload", str(net),
+                    "--mode", "icount") == 2
+    assert ("workload net talks to the host over the network, which the host's clock times: wall mode only, not "
+            "icount (pass --mode wall)") in capsys.readouterr().err
     assert not any(Path(lab.cache).glob("artifacts/*"))
     [inst] = [workloads.resolve(str(net))]
-    linked = replace(qemu.CAPABILITIES, host_link=True)
     with pytest.raises(Exception, match="wall mode only, not icount"):
-        registry.check_workloads("qemu", linked, [inst], "icount")
-    registry.check_workloads("qemu", linked, [inst], "wall")
+        registry.check_workloads("qemu", qemu.CAPABILITIES, [inst], "icount")
+    registry.check_workloads("qemu", qemu.CAPABILITIES, [inst], "wall")
     registry.check_workloads("local", running.CAPABILITIES, [inst], "wall")
+    with pytest.raises(Exception, match="which --target lava:bbb does not give: run it in wall mode on --target "
+                                        "qemu or --target local or --target ssh://HOST"):
+        registry.check_workloads("lava:bbb", lava.CAPABILITIES, [inst], "wall")
 
 
 def test_every_measuring_command_refuses_probes_where_the_target_cannot_boot_them(lab, capsys):

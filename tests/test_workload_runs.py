@@ -30,7 +30,7 @@ from kernellab.metrics import catalog
 from kernellab.store import SCHEMA_VERSION, Store
 from kernellab.targets import TargetOptions, fsimage, running
 from kernellab.workloads import Server, resolve
-from workloadfiles import running_kernel_report, workload_file
+from workloadfiles import host_workload_file, running_kernel_report, workload_file
 
 needs_mke2fs = pytest.mark.skipif(shutil.which("mke2fs") is None, reason="e2fsprogs not installed")
 
@@ -215,15 +215,15 @@ def test_each_server_failure_is_the_workloads_reason_and_the_rest_is_kept(lab, c
     ("the same metric names twice", ("--workload", "{own}:n=1", "--workload", "{own}:n=2"),
      "--workload own and --workload own:n=2 both give own.value"),
     ("a ready_line in Python's own syntax", ("--workload", "{srv}"), "matched in the guest by POSIX extended"),
-    ("traffic from the host, which QEMU's guest has no link for", ("--workload", "{net}", "--mode", "wall"),
-     "talks to the host over a network link, which --target qemu does not give: run it in wall mode on "
-     "--target local or --target ssh://HOST"),
+    ("traffic from the host, which the host's clock times", ("--workload", "{net}", "--mode", "icount"),
+     "workload net talks to the host over the network, which the host's clock times: wall mode only, not icount "
+     "(pass --mode wall)"),
     ("an unknown workload", ("--workload", "nosuch"), "no workload 'nosuch'"),
     ("a bad parameter", ("--workload", "fio:rw=sideways"), "workload fio: rw= 'sideways' is not one of"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_before_any_build(lab, capsys, tmp_path, why, args, says):
     own = workload_file(tmp_path, "own", 'echo "value: $1"', command='["sh", "{workdir}/run.sh", "{n}"]')
-    net = workload_file(tmp_path, "net", 'echo "value: 1"', extra='[needs]\nnetwork = "host"\n')
+    net = host_workload_file(tmp_path, "net")
     srv = workload_file(tmp_path, "srv", 'echo "value: 1"', server=SERVER.replace("^ready", "^ready \\\\d+"))
     args = [a.format(own=own, net=net, srv=srv) for a in args]
     _, err = compare_json(lab, capsys, "a=tinyconfig", *args, expect=2)
@@ -555,7 +555,7 @@ def test_server_records_are_checked_and_kept_apart_from_the_clients_output(tmp_p
 def test_the_agents_file_carries_the_server_and_how_it_is_ready():
     redis, nginx = resolve("redis:requests=2000"), resolve("nginx")
     words = guest_workloads.encode([redis, nginx]).split(b"\0")
-    assert words[:2] == [b"kernellab-workloads 3", b"2"]
+    assert words[:2] == [b"kernellab-workloads 4", b"2"]
     start = words.index(b"redis-server")
     assert words[start - 1] == b"11"    # its argv's length, "" for --save among them
     assert words[start + 11:start + 16] == [b"line", b"Ready to accept connections", b"30000", b"TERM",
@@ -565,12 +565,13 @@ def test_the_agents_file_carries_the_server_and_how_it_is_ready():
 
 
 def test_the_agents_file_says_which_workloads_need_a_disk(tmp_path):
-    """After each workload's label and timeout: 1 if it needs a disk, else 0 (agent/workload.c)."""
+    """After each workload's label and timeout: 1 if it needs a disk, else 0 (agent/workload.c);
+    then 0: its client is not the host's."""
     big, small = resolve(str(disk_workload(tmp_path, "big", 200))), resolve(str(disk_workload(tmp_path, "small", 0)))
     words = guest_workloads.encode([big, small]).split(b"\0")
-    assert words[2:6] == [b"big", b"30000", b"1", b"stdout"]
+    assert words[2:7] == [b"big", b"30000", b"1", b"0", b"stdout"]
     at = words.index(b"small")
-    assert words[at:at + 4] == [b"small", b"30000", b"0", b"stdout"]
+    assert words[at:at + 5] == [b"small", b"30000", b"0", b"0", b"stdout"]
 
 
 def test_the_catalog_describes_registered_workload_metrics(tmp_path):

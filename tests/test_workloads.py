@@ -54,6 +54,10 @@ regex = '^{mode} took ([\\d.]+)$'
 """
 
 
+HOST_NEEDS = '[needs]\nnetwork = "host"\n'
+HOST_SERVER = '[server]\ncommand = ["srv"]\nready_port = 9000\nport = 9000\n'
+
+
 def write(tmp_path: Path, text: str, name: str = "tiny.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -84,8 +88,8 @@ def test_a_shipped_workload_yields_every_metric_it_declares_from_its_real_sample
 
 
 def test_the_starter_set_is_shipped():
-    assert {"fio", "stress-ng", "hackbench", "cyclictest", "perf-bench", "sysbench", "iperf3", "redis",
-            "nginx"} <= set(workloads.packaged())
+    assert {"fio", "stress-ng", "hackbench", "cyclictest", "perf-bench", "sysbench", "iperf3", "iperf3-host",
+            "redis", "nginx"} <= set(workloads.packaged())
 
 
 def test_package_data_ships_every_workload_file_and_sample():
@@ -191,6 +195,26 @@ def test_a_value_that_makes_a_bad_metric_name_is_one_line(tmp_path):
     (lambda t: t + '[needs]\nkernel = ["EPOLL"]\n', "not a kernel option"),
     (lambda t: t + '[server]\ncommand = ["srv"]\n', "either ready_port or ready_line"),
     (lambda t: t + '[files]\n"../x" = "hi"\n', "not a plain file name"),
+    # A workload that talks to the host: its server where the kernel runs, its command on the host.
+    (lambda t: t + HOST_NEEDS, 'needs.network = "host" runs the [server] where the kernel runs and the command on '
+                               'the host, against it: give the workload a [server]'),
+    (lambda t: t + HOST_NEEDS + '[server]\ncommand = ["srv"]\nready_port = 9000\n',
+     'needs.network = "host": give the [server] the TCP port it listens on, which the host connects to (port = N)'),
+    (lambda t: t + '[server]\ncommand = ["srv"]\nready_port = 9000\nport = 9000\n',
+     '[server] port is where the host reaches the server of a workload with needs.network = "host"'),
+    (lambda t: t + HOST_NEEDS + '[server]\ncommand = ["srv"]\nready_port = 9000\nport = 70000\n',
+     "port 70000 is not a TCP port"),
+    (lambda t: t.replace('"--n={n}"', '"--to={address}"'),
+     "'--to={address}': {address} is where the host reaches the server: it is for the command of a workload "
+     'with needs.network = "host" only'),
+    (lambda t: t + HOST_NEEDS + HOST_SERVER.replace('["srv"]', '["srv", "--port={port}"]'),
+     "'--port={port}': {port} is where the host reaches the server"),
+    (lambda t: t + '[files]\n"x" = "{port}"\n', "files.x: {port} is where the host reaches the server"),
+    (lambda t: t.replace('"--n={n}"', '"{workdir}/out"') + HOST_NEEDS + HOST_SERVER,
+     "'{workdir}/out': {workdir} is the server's directory, where the kernel runs; the command of a workload with "
+     'needs.network = "host" runs on the host, which has none'),
+    (lambda t: t.replace("[params.mode]", "[params.port]").replace("{mode}", "{port}"),
+     "parameter 'port': use lower-case letters, digits and '_' (not workdir, address, port)"),
 ])
 def test_a_bad_workload_file_is_one_line_and_exit_2(tmp_path, lab, capsys, change, says):
     path = write(tmp_path, change(MINIMAL))
@@ -283,6 +307,20 @@ def test_check_a_users_file_and_an_output_given(lab, capsys, tmp_path):
     assert "matches nothing" in one_line_error(capsys)
     assert lab.main("workload", "check", str(tmp_path / "none.toml")) == 2
     assert "no workload file" in one_line_error(capsys)
+
+
+def test_a_host_workloads_command_gets_the_servers_address_and_port(tmp_path):
+    """{address} and {port}: where the host reaches the server, filled on the host; the
+    agent's and the reports' argv keep them as they are, as {workdir}."""
+    text = MINIMAL.replace('"--n={n}"', '"--to={address}:{port}"') + HOST_NEEDS + HOST_SERVER
+    inst = workloads.resolve(f"{write(tmp_path, text)}:n=3")
+    assert inst.workload.client_on_host and inst.workload.server.port == 9000
+    assert inst.host_argv("127.0.0.1", 40123) == ["tiny", "--to=127.0.0.1:40123", "--mode=a.b"]
+    assert inst.argv("/w") == ["tiny", "--to={address}:{port}", "--mode=a.b"]
+    assert workloads.describe(inst)["variant"]["argv_runs_on"] == "host"
+    assert workloads.describe(workloads.resolve("iperf3"))["variant"]["argv_runs_on"] == "machine"
+    # Its run may take the host's wait for its command beyond the server's timeout and grace.
+    assert inst.workload.longest_s() == 10 + workloads.Server.stop_grace_s + workloads.HOST_WAIT_S
 
 
 def test_a_file_without_samples_says_so(tmp_path, lab, capsys):

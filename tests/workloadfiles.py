@@ -74,3 +74,99 @@ def running_kernel_report(tmp: Path, instances, shell=None) -> dict:
     report, failures = compare.run_experiment(exp, Store(tmp / "s.sqlite"), how, log=lambda m: None)
     assert failures == []
     return report
+
+
+# A server a workload that talks to the host runs where the kernel runs: it listens on the
+# port it is given, says so, counts the bytes of one connection, answers their count and
+# exits (as iperf3 --one-off does after one test). On 127.0.0.1: the fake QEMU's guest is
+# this machine, and its forward ends there (tests/fakes/qemu).
+HOST_SERVER = '''import socket, sys
+with socket.create_server(("127.0.0.1", int(sys.argv[1]))) as listener:
+    print("listening on", sys.argv[1], flush=True)
+    conn, _ = listener.accept()
+    got = 0
+    while data := conn.recv(65536):
+        got += len(data)
+    conn.sendall(b"%d\\n" % got)
+    conn.close()
+print("received", got, flush=True)
+'''
+# The host's side: connects to ADDRESS PORT, sends N bytes, prints what it sent and what the
+# server says it received, as JSON; then exits with STATUS (and its last words on stderr).
+HOST_CLIENT = '''import json, socket, sys
+address, port, n, status = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with socket.create_connection((address, port), timeout=20) as conn:
+    conn.sendall(b"x" * n)
+    conn.shutdown(socket.SHUT_WR)
+    received = int(conn.makefile().read())
+print(json.dumps({"end": {"sent": n, "received": received}}))
+if status:
+    print(f"refusing to go on (exit {status})", file=sys.stderr)
+    sys.exit(status)
+'''
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def host_workload_file(tmp: Path, name: str, *, port: int | None = None, status: int = 0,
+                       program: str = "python3") -> Path:
+    """A workload that talks to the host (needs.network = "host"): HOST_SERVER where the
+    kernel runs, on `port` (a free one when not given), and HOST_CLIENT on the host, run by
+    `program`, against it, sending {n} bytes and exiting with `status`; its metrics `sent`
+    and `received` (bytes)."""
+    import json
+    port = port or free_port()
+    client = tmp / f"{name}-client.py"
+    client.write_text(HOST_CLIENT)
+    command = json.dumps([program, str(client), "{address}", "{port}", "{n}", str(status)])
+    path = tmp / f"{name}.toml"
+    path.write_text(f'''name = "{name}"
+description = "a test's bytes from the host to a server where the kernel runs"
+packages = ["python3"]
+command = {command}
+fixed_work = true
+why = "a fixed number of bytes"
+
+[server]
+command = ["python3", "{{workdir}}/serve.py", "{port}"]
+ready_line = '^listening on'
+ready_timeout_s = 20
+port = {port}
+
+[files]
+"serve.py" = \'\'\'
+{HOST_SERVER}\'\'\'
+
+[run]
+iterations = "n"
+timeout_s = 30
+
+[output]
+format = "json"
+
+[params.n]
+default = "100000"
+pattern = '[1-9][0-9]*'
+help = "bytes to send"
+
+[needs]
+network = "host"
+
+[[metric]]
+name = "sent"
+unit = "B"
+better = "higher"
+path = "end.sent"
+
+[[metric]]
+name = "received"
+unit = "B"
+better = "higher"
+path = "end.received"
+''')
+    return path

@@ -130,7 +130,9 @@ def wanted(instances: Iterable[Instance]) -> Wanted:
         packages.update(inst.workload.packages)
         uses.update(inst.workload.uses)
         own = {PurePosixPath(b).name for b in inst.workload.binaries}
-        for argv in (inst.argv("/tmp"), inst.server_argv("/tmp")):
+        # The command of a workload that talks to the host runs there, not in the guest.
+        client = None if inst.workload.client_on_host else inst.argv("/tmp")
+        for argv in (client, inst.server_argv("/tmp")):
             # A program the workload writes into its workdir comes from its [files], and one of
             # its `binaries` is the user's: neither comes from a package.
             if argv and not argv[0].startswith("/tmp/") and argv[0] not in own:

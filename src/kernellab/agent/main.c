@@ -39,8 +39,8 @@
  *   record.c   record framing and checksums, warnings (record.h)
  *   harness.c  clock, calibration, repeats, overhead subtraction, KL_ONLY
  *              (harness.h: struct metric and what a group implements)
- *   pid1.c     mounts, console, loopback, scratch disk, modules, reboot
- *              (pid1.h)
+ *   pid1.c     mounts, console, loopback, scratch disk, modules, the host
+ *              link's network device, reboot (pid1.h)
  *   util.c     helpers the groups share: children, files, buffers (util.h)
  *   profile.c  KL_PROFILE: the kernel tick profiler's counters (profile.h)
  *   workload.c KL_WORKLOADS: real programs the host asks for (workload.h)
@@ -76,6 +76,11 @@
  *   KL_WORKLOADS     local mode: the file of workloads to run after the
  *                    suite (workload.c); PID-1 mode reads
  *                    /kernellab/workloads when the initramfs has it
+ *   KL_NET_IF        local mode: the interface the host's link to a
+ *                    workload's server comes in on; where it is missing,
+ *                    such a workload is not run (as in a guest without a
+ *                    network device); unset, nothing is checked (PID-1
+ *                    mode: the first interface that is not lo, brought up)
  * Local mode also accepts --repeats N --target-us N --only a,b --with net --idle-ms N
  * --block-dev PATH, which override the environment.
  */

@@ -1,11 +1,12 @@
 /*
  * PID-1 mode: booted as /init of an initramfs, the agent sets up the
  * minimal userspace it needs (proc, sys, dev, a console, lo, a tmpfs to work
- * in) and at the end reboots, which ends QEMU (the host runs it with
- * -no-reboot).
+ * in; the network device for a workload whose client is the host's) and at
+ * the end reboots, which ends QEMU (the host runs it with -no-reboot).
  */
 #define _GNU_SOURCE
 #define _FILE_OFFSET_BITS 64 /* 32-bit targets: offsets on disks over 2 GiB */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +119,71 @@ static void bring_up_loopback(void)
 	}
 	if (close(fd) < 0)
 		warn("close: %s", strerror(errno));
+}
+
+/*
+ * QEMU's user networking (the host's -netdev user) forwards the host's ports
+ * to this address of the guest, on its /24; the guest needs no route, as the
+ * forwarded connections come from 10.0.2.2, on that network.
+ */
+#define LINK_ADDRESS "10.0.2.15"
+#define LINK_NETMASK "255.255.255.0"
+
+static int set_address(int fd, struct ifreq *ifr, unsigned long request, const char *address)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, address, &in.sin_addr);
+	memcpy(&ifr->ifr_addr, &in, sizeof(in));
+	return ioctl(fd, request, ifr);
+}
+
+/* The first interface that is not loopback into ifr (its name); false if there is none. */
+static bool first_device(int fd, struct ifreq *ifr)
+{
+	struct if_nameindex *names = if_nameindex(), *n;
+	bool found = false;
+
+	for (n = names; n && n->if_index && !found; n++) {
+		snprintf(ifr->ifr_name, sizeof(ifr->ifr_name), "%s", n->if_name);
+		found = ioctl(fd, SIOCGIFFLAGS, ifr) == 0 && !(ifr->ifr_flags & IFF_LOOPBACK);
+	}
+	if (names)
+		if_freenameindex(names);
+	return found;
+}
+
+const char *bring_up_link(void)
+{
+	static bool done;
+	static char why[64];
+	struct ifreq ifr = { 0 };
+	int fd;
+
+	if (done)
+		return why[0] ? why : NULL;
+	done = true;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "socket_failed_errno_%d", errno);
+		return why;
+	}
+	if (!first_device(fd, &ifr))
+		snprintf(why, sizeof(why), "no_network_device");
+	else if (set_address(fd, &ifr, SIOCSIFADDR, LINK_ADDRESS) < 0)
+		snprintf(why, sizeof(why), "SIOCSIFADDR_failed_errno_%d", errno);
+	else if (set_address(fd, &ifr, SIOCSIFNETMASK, LINK_NETMASK) < 0)
+		snprintf(why, sizeof(why), "SIOCSIFNETMASK_failed_errno_%d", errno);
+	else if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		snprintf(why, sizeof(why), "SIOCGIFFLAGS_failed_errno_%d", errno);
+	else {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+			snprintf(why, sizeof(why), "SIOCSIFFLAGS_failed_errno_%d", errno);
+	}
+	if (close(fd) < 0)
+		warn("close: %s", strerror(errno));
+	return why[0] ? why : NULL;
 }
 
 /* The ext4 superblock at byte 1024: magic 0xef53 at 56, log2(block size / 1024) at 24. */

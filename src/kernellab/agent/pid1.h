@@ -16,6 +16,13 @@ const char *init_system(void);
 void load_modules(void);
 /* One t=meta key=module.NAME record per module: loaded, or why not. */
 void report_modules(void);
+/*
+ * The network device of the workloads whose client is the host's: the first
+ * interface that is not loopback, given QEMU user networking's guest address
+ * (10.0.2.15/24) and brought up, once.  NULL when it is up, else why not
+ * (no_network_device, or the request that failed and its errno).
+ */
+const char *bring_up_link(void);
 /* PID-1 mode's scratch disk, or NULL. */
 const char *find_scratch_disk(void);
 /* PID-1 mode's disk holding a file system the host made (the fs: axis), or NULL. */

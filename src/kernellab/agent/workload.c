@@ -6,6 +6,7 @@
  *     t=wl_begin w=N name=LABEL
  *     t=wl_out w=N data=ESCAPED          (as many as its output needs)
  *     t=wl_srv w=N data=ESCAPED          (its server's output, as many)
+ *     t=wl_ready w=N                     (a workload whose client is the host's)
  *     t=wl_end w=N status=STATUS code=C elapsed_ns=T
  *
  * data is a piece of the program's output, each byte outside '!'..'~' and
@@ -28,12 +29,31 @@
  * WHY as the file.* metrics say it (file.c: the file system did not mount,
  * and why), never run on the tmpfs instead.
  *
- * The file: NUL-terminated words.  "kernellab-workloads 3", the number of
+ * A workload whose client runs on the host (a network link from the host:
+ * iperf3 from the host into the guest) has no client here: its server
+ * starts as any other's, t=wl_ready says it is ready (the host then starts
+ * its client against it), and the server ends by itself once the host's
+ * client is done (iperf3 --one-off): status ok (exit 0), server_died (C as
+ * above), or timeout (still running at the timeout; killed), elapsed_ns
+ * from ready to its end.  Its server's output is its only output here.  In
+ * PID-1 mode the agent first brings up the guest's network device (pid1.c:
+ * bring_up_link(), once); where there is none, or it cannot be brought up,
+ * the workload is not run:
+ *
+ *     t=wl_end w=N status=no_link code=0 elapsed_ns=0 reason=WHY
+ *
+ * (WHY: no_network_device, or the request that failed and its errno.)  As a
+ * program on a machine the agent touches no interface: the machine's own
+ * network is the link, and KL_NET_IF, if set, names the interface it must
+ * have (else no_link as above).
+ *
+ * The file: NUL-terminated words.  "kernellab-workloads 4", the number of
  * workloads, then for each: its label, its timeout in ms (the server's
  * start and the client together), whether it needs a disk (1: its
  * directory goes on the file system of a disk, file.c's
  * workload_disk_dir(); 0: on the agent's own workdir, a guest's tmpfs),
- * the stream to capture (stdout, stderr or
+ * whether its client runs on the host (1: it has a server and no argv
+ * words here; 0: both run here), the stream to capture (stdout, stderr or
  * both), the number of files to write into its directory and each file's
  * name and content, the number of argv words and the words, then the
  * number of its server's argv words (0: no server) and, with a server, the
@@ -57,6 +77,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <regex.h>
@@ -72,10 +93,11 @@
 #include <unistd.h>
 
 #include "file.h"
+#include "pid1.h"
 #include "record.h"
 #include "workload.h"
 
-#define MAGIC "kernellab-workloads 3"
+#define MAGIC "kernellab-workloads 4"
 #define MAX_FILE_BYTES (16L << 20)
 #define MAX_WORDS 1024L
 #define MAX_TIMEOUT_MS (7L * 24 * 3600 * 1000)
@@ -102,7 +124,7 @@ struct server {
 
 struct workload {
 	const char *label, *stream;
-	long timeout_ms, disk, files, argc; /* disk: 1 if it needs one */
+	long timeout_ms, disk, host, files, argc; /* disk: 1 if it needs one; host: its client is the host's */
 	char **file; /* name, content, name, content, ... */
 	char **argv; /* NULL-terminated */
 	struct server server;
@@ -240,9 +262,10 @@ static int parse_workload(struct words *w, struct workload *wl)
 	wl->label = word(w);
 	wl->timeout_ms = number(w, MAX_TIMEOUT_MS);
 	wl->disk = number(w, 1);
+	wl->host = number(w, 1);
 	wl->stream = word(w);
 	wl->files = number(w, MAX_WORDS);
-	if (!wl->label || wl->timeout_ms < 1 || wl->disk < 0 || !wl->stream || wl->files < 0)
+	if (!wl->label || wl->timeout_ms < 1 || wl->disk < 0 || wl->host < 0 || !wl->stream || wl->files < 0)
 		return -1;
 	wl->file = calloc((size_t)wl->files * 2 + 1, sizeof(char *));
 	if (!wl->file)
@@ -251,7 +274,7 @@ static int parse_workload(struct words *w, struct workload *wl)
 		if (!(wl->file[i] = (char *)word(w)))
 			return -1;
 	wl->argc = number(w, MAX_WORDS);
-	if (wl->argc < 1)
+	if (wl->argc < (wl->host ? 0 : 1) || (wl->host && wl->argc))
 		return -1;
 	wl->argv = calloc((size_t)wl->argc + 1, sizeof(char *));
 	if (!wl->argv)
@@ -259,7 +282,9 @@ static int parse_workload(struct words *w, struct workload *wl)
 	for (long i = 0; i < wl->argc; i++)
 		if (!(wl->argv[i] = (char *)word(w)))
 			return -1;
-	return parse_server(w, &wl->server);
+	if (parse_server(w, &wl->server) < 0 || (wl->host && !wl->server.argc))
+		return -1;
+	return 0;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -687,15 +712,47 @@ static struct verdict run_client(struct proc *c, struct proc *server, long long 
 	return (struct verdict){ "ok", 0 };
 }
 
-/* A workload that needs a disk, and there is none: why, in its t=wl_end. */
-static void not_run(int index, const struct workload *wl, const char *why)
+/*
+ * A workload whose client is the host's: its server, waited for until it
+ * ends by itself (the host's client done) or the deadline; its verdict.
+ */
+static struct verdict await_server(struct proc *s, long long deadline, long timeout_ms)
+{
+	struct stream none = { .fd = -1 };
+
+	while (!ended(s))
+		if (!pump_for(&s->out, &none, 100, deadline))
+			return (struct verdict){ "timeout", timeout_ms };
+	if (WIFSIGNALED(s->status) || WEXITSTATUS(s->status) != 0)
+		return (struct verdict){ "server_died", status_code(s->status) };
+	return (struct verdict){ "ok", 0 };
+}
+
+/* A workload that cannot run here (status no_disk or no_link): why, in its t=wl_end. */
+static void not_run(int index, const struct workload *wl, const char *status, const char *why)
 {
 	char label[128], reason[96];
 
 	snprintf(label, sizeof(label), "%s", wl->label);
 	snprintf(reason, sizeof(reason), "%s", why);
 	emit("t=wl_begin w=%d name=%s", index, sanitize(label));
-	emit("t=wl_end w=%d status=no_disk code=0 elapsed_ns=0 reason=%s", index, sanitize(reason));
+	emit("t=wl_end w=%d status=%s code=0 elapsed_ns=0 reason=%s", index, status, sanitize(reason));
+}
+
+/*
+ * Why the host cannot reach a workload's server here (NULL: it can): in
+ * PID-1 mode, the guest's network device brought up (pid1.c); as a program,
+ * the interface KL_NET_IF names, when it names one, missing.
+ */
+static const char *link_missing(void)
+{
+	const char *name = getenv("KL_NET_IF");
+
+	if (pid1)
+		return bring_up_link();
+	if (name && *name && if_nametoindex(name) == 0)
+		return "no_network_device";
+	return NULL;
 }
 
 static void run_one(int index, const struct workload *wl, const char *workdir, const char *bin_dir)
@@ -720,7 +777,10 @@ static void run_one(int index, const struct workload *wl, const char *workdir, c
 	if (srv->argc && !start_server(srv, &server, server_argv, dir, bin_dir, deadline, &v))
 		goto done;
 	start_ns = now_ns();
-	if (start(&client, argv, dir, wl->stream, bin_dir, &exec_errno) < 0)
+	if (wl->host) {
+		emit("t=wl_ready w=%d", index);
+		v = await_server(&server, deadline, wl->timeout_ms);
+	} else if (start(&client, argv, dir, wl->stream, bin_dir, &exec_errno) < 0)
 		v = exec_errno ? (struct verdict){ "exec_failed", exec_errno } : (struct verdict){ "setup_failed", errno };
 	else
 		v = run_client(&client, srv->argc ? &server : NULL, deadline, wl->timeout_ms);
@@ -741,7 +801,7 @@ done:
 void run_workloads(const char *path, const char *workdir)
 {
 	char bin_dir[PATH_MAX], *slash;
-	const char *disk_dir, *no_disk;
+	const char *disk_dir, *no_disk, *no_link;
 	struct words w;
 	size_t len;
 	long count;
@@ -774,12 +834,14 @@ void run_workloads(const char *path, const char *workdir)
 			free(wl.server.argv);
 			break;
 		}
-		if (!wl.disk)
+		if (wl.host && (no_link = link_missing()))
+			not_run((int)i, &wl, "no_link", no_link);
+		else if (!wl.disk)
 			run_one((int)i, &wl, workdir, bin_dir);
 		else if ((disk_dir = workload_disk_dir(workdir, &no_disk)))
 			run_one((int)i, &wl, disk_dir, bin_dir);
 		else
-			not_run((int)i, &wl, no_disk);
+			not_run((int)i, &wl, "no_disk", no_disk);
 		free(wl.file);
 		free(wl.argv);
 		free(wl.server.argv);

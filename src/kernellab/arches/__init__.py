@@ -32,6 +32,9 @@ class QemuProfile:
     # The cheap device a variant's devices:N adds N of (-device KIND each); empty: the
     # machine has no room for hundreds of devices, and devices:N is refused.
     extra_device: str = ""
+    # The NIC a workload that talks to the host comes in through (-device KIND,netdev=...,
+    # with QEMU's user networking; wall mode); empty: the machine gives no host link.
+    net_device: str = ""
     # The most vCPUs this machine brings up under icount (None: no known limit): beyond it
     # the guest hangs, so kernellab refuses the run instead of waiting for the timeout.
     icount_max_vcpus: int | None = None

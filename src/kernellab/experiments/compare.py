@@ -79,7 +79,7 @@ def plan(exp: Experiment, mode: str | None, runs: int | None, max_runs: int | No
     (resolve_workloads). `only`: the metrics to measure (none: all), each the catalog's or
     a workload's (checked by the command, as sweep's --metric is)."""
     how = modes.get(mode or exp.mode or (placement.default_mode() if placement else modes.DEFAULT))
-    check_workloads(placement, workloads, how.name)
+    check_workloads(placement, workloads, how.name, [v.arch for v in exp.variants])
     if placement is not None:
         placement.check_mode(how.name)
         for spec in exp.variants:

@@ -17,7 +17,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from ..sources import Source
 from ..store import Store
 from ..targets import Console, Site, Target, TargetInfo, TargetOptions, Want
 from ..targets.machine import running_config, running_config_file
-from ..targets.qemu import disk_mib
+from ..targets.qemu import disk_mib, host_ports
 from ..targets.registry import Ask, check
 from ..targets.running import WORKLOADS_OPTION, RunningTarget
 from ..workloads import Instance
@@ -208,6 +208,11 @@ class RunOptions:
         """The room the workloads need on a disk's file system (a QEMU guest's, wall mode)."""
         return disk_mib(self.workloads)
 
+    @property
+    def host_ports(self) -> tuple[int, ...]:
+        """The ports of the servers the host reaches (a QEMU guest forwards them, wall mode)."""
+        return host_ports(self.workloads)
+
     def workload_timeout_s(self) -> float:
         """The guest time the workloads may take at most, beyond the agent's own."""
         return sum(i.workload.longest_s() for i in self.workloads)
@@ -233,7 +238,7 @@ def agent_for(p: Prepared, target: Target, workloads: tuple[Instance, ...] = ())
         return agent_binary(cross.cc, p.profile.agent_arch)
     # The agent runs every workload its initramfs holds: those the guest can run (`run`
     # says why of the others).
-    return initramfs_for(p, _runnable(workloads, _unmet_needs(target, workloads)))
+    return initramfs_for(p, _runnable(workloads, _unmet_needs(target, workloads, p.config.values)))
 
 
 def _cross_target(profile: arches.ArchProfile) -> CrossTarget:
@@ -422,7 +427,8 @@ def default_target(p: Prepared, build: Build | None, options: RunOptions) -> Tar
     site = default_site()
     image = build.image if build is not None else None
     return site.target(Want(p.profile, options.mode, image, vcpus=p.spec.vcpus, devices=p.spec.devices,
-                            fs=p.spec.file_system, disk_mib=options.disk_mib), lambda _: None)
+                            fs=p.spec.file_system, disk_mib=options.disk_mib, host_ports=options.host_ports),
+                       lambda _: None)
 
 
 def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
@@ -438,18 +444,20 @@ def _workloads_word(target: Target, workloads: tuple[Instance, ...]) -> str:
     return f" {WORKLOADS_OPTION}={path}"
 
 
-def _unmet_needs(target: Target, workloads: tuple[Instance, ...]) -> dict[int, str]:
+def _unmet_needs(target: Target, workloads: tuple[Instance, ...], config: Mapping[str, str]) -> dict[int, str]:
     """The workloads (by index) that the target cannot give what they need, each with why
     ("needs ...", several joined by "; "): more vCPUs or memory (needs.vcpus,
     needs.memory_mib) than a QEMU guest or a machine has, more room for their files
-    (needs.disk_mib) than a machine has where their {workdir} is. Each is asked of the
-    target only when a workload needs it. A guest gets a disk with room instead
-    (RunOptions.disk_mib, targets.qemu; none under icount, where the agent does not run them:
+    (needs.disk_mib) than a machine has where their {workdir} is, a guest's NIC that the
+    variant's kernel (`config`) has no driver for. Each is asked of the target only when a
+    workload needs it. A guest gets a disk with room instead (RunOptions.disk_mib,
+    targets.qemu; none under icount, where the agent does not run them:
     guest.workloads.Reader). The variant is never changed to fit: a guest boots with the
-    vCPUs it asks for, and the reason says how to ask for more. A LAVA board's log says
-    nothing of its machine: nothing is checked there."""
+    vCPUs and the options it asks for, and the reason says how to ask for more. A LAVA
+    board's log says nothing of its machine: nothing is checked there."""
     whys: dict[int, list[str]] = {}
-    for n, why in [*_short_of_capacity(target, workloads), *_short_of_room(target, workloads)]:
+    for n, why in [*_short_of_capacity(target, workloads), *_short_of_room(target, workloads),
+                   *_short_of_link_driver(target, workloads, config)]:
         whys.setdefault(n, []).append(why)
     return {n: "; ".join(why) for n, why in sorted(whys.items())}
 
@@ -488,23 +496,47 @@ def _short_of_room(target: Target, workloads: tuple[Instance, ...]) -> list[tupl
             for n, i in enumerate(workloads) if i.workload.needs.disk_mib > free]
 
 
+def _short_of_link_driver(target: Target, workloads: tuple[Instance, ...],
+                          config: Mapping[str, str]) -> list[tuple[int, str]]:
+    """(index, why) of each workload that talks to the host through a NIC of the machine the
+    target boots (a QEMU guest's) when the variant's kernel has no driver for it built in
+    (a config kernellab does not know, a running kernel's, is taken as it is)."""
+    if not config or not isinstance(target, targets.LinkDriver):
+        return []
+    option = target.link_driver
+    value = config.get(option, "n")
+    if value == "y":
+        return []
+    why = (f"needs {option} (the guest's network device)" if value != "m" else
+           f"needs {option}=y (the guest's network device; as a module, =m, nothing loads it)")
+    return [(n, why) for n, i in enumerate(workloads) if i.workload.client_on_host]
+
+
 def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink: _StoreSink, info: TargetInfo,
-                     store: Store, run_id: int, p: Prepared, target: Target) -> guest_workloads.Reader | None:
+                     store: Store, run_id: int, p: Prepared, target: Target,
+                     console: Console) -> guest_workloads.Reader | None:
     """What reads the run's workloads (`instances`, those the agent runs) back, storing each
-    one's provenance and raw output."""
+    one's provenance and raw output; the host's side of those that talk to the host runs
+    against the console's link."""
     if not options.workloads:
         return None
-    # A guest runs the programs of the userland kernellab assembled; a machine its own.
+    # A guest runs the programs of the userland kernellab assembled; a machine its own; the
+    # host's command of a workload that talks to the host is this machine's.
     if target.capabilities.agent != "program":
         guest = userland.installed(options.workloads, p.profile)
     elif isinstance(target, targets.MachinePrograms):
         guest = target.installed(options.workloads)
     else:
         guest = guest_workloads.Packages()
+    on_host = tuple(i for i in options.workloads if i.workload.client_on_host)
+    this_one = isinstance(target, RunningTarget) and target.shell.here
+    here = _this_machine().installed(on_host) if on_host and not this_one else guest
 
     def ended(e: guest_workloads.Ended) -> None:
         sink.flush()
-        store.add_workload(run_id, e.inst.label, guest_workloads.Provenance.of(e.inst, target.name, guest).to_dict(),
+        programs = here if e.inst.workload.client_on_host else guest
+        store.add_workload(run_id, e.inst.label,
+                           guest_workloads.Provenance.of(e.inst, target.name, programs).to_dict(),
                            e.status, e.reason, e.elapsed_s)
         store.add_log(f"{guest_workloads.LOG_KIND} {e.inst.label}", e.output, run_id=run_id)
 
@@ -512,7 +544,15 @@ def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink:
     where = info.details.get("target", "the guest")
     return guest_workloads.Reader(instances, options.mode, sink,
                                   lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where,
-                                  debian=info.details.get("packages", "Debian's") == "Debian's")
+                                  debian=info.details.get("packages", "Debian's") == "Debian's",
+                                  host_link=console.host_address if isinstance(console, targets.HostLinked) else None)
+
+
+def _this_machine() -> RunningTarget:
+    """The machine kernellab runs on, where the host's side of a workload runs."""
+    machine = targets.open("local").machine
+    assert machine is not None   # the local target is a machine
+    return machine
 
 
 def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = RunOptions(),
@@ -533,7 +573,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
     kernel = boot.image if boot is not None else None
     # A workload whose needs the target cannot meet is not run; the others are (a guest's
     # initramfs holds only those: agent_for).
-    unmet = _unmet_needs(target, options.workloads)
+    unmet = _unmet_needs(target, options.workloads, p.config.values)
     given = _runnable(options.workloads, unmet)
     cmdline = options.cmdline(p.spec) + _workloads_word(target, given)
     timeout_s = options.timeout_s + options.workload_timeout_s()
@@ -545,7 +585,7 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
             cancellation.watch(console)
         watcher = _RunProgress(p.spec.name, expected_metrics(options))
         sink = _StoreSink(store, run_id, p.config.values, target.capabilities.agent)
-        reader = _workload_reader(options, given, sink, info, store, run_id, p, target)
+        reader = _workload_reader(options, given, sink, info, store, run_id, p, target, console)
         for n, why in unmet.items():
             assert reader is not None   # the run has workloads
             reader.not_run(options.workloads[n], why)
@@ -564,6 +604,8 @@ def run(p: Prepared, build: Build | None, store: Store, options: RunOptions = Ru
         finally:
             if cancellation:
                 cancellation.unwatch(console)
+            if reader is not None:
+                reader.close()   # the host's commands it started, should the run have stopped first
     sink.flush()
     if result.vulnerabilities:
         store.add_log(vulnerabilities.LOG_KIND, vulnerabilities.to_log(result.vulnerabilities), run_id=run_id)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import modes, targets
+from .. import arches, modes, targets
 from ..build import Build
 from ..config.modules import module_options
 from ..errors import LabError
+from ..guest import workloads as guest_workloads
 from ..targets import Site, Target, TargetOptions, Want, registry
 from ..targets.accel import ACCELS
 from ..targets.kexec import KexecTarget
 from ..targets.machine import running_config_file
-from ..targets.qemu import check_disk_room
+from ..targets.qemu import check_disk_room, net_device
 from ..targets.registry import Ask, check
 from ..targets.running import RunningTarget
 from ..workloads import Instance
@@ -81,7 +82,7 @@ class Placement:
             self._checked.add(p.spec.name)
         return self.site.target(Want(p.profile, options.mode, build.image if build is not None else None,
                                      vcpus=p.spec.vcpus, devices=p.spec.devices, fs=p.spec.file_system,
-                                     disk_mib=options.disk_mib),
+                                     disk_mib=options.disk_mib, host_ports=options.host_ports),
                                 self.log)
 
     def for_probes(self, command: str, mode: str,
@@ -111,12 +112,20 @@ class Placement:
                            "its network and root file system drivers never answers again")
 
 
-def check_workloads(placement: Placement | None, instances: Sequence[Instance], mode: str) -> None:
+def check_workloads(placement: Placement | None, instances: Sequence[Instance], mode: str,
+                    arch_names: Sequence[str] = ()) -> None:
     """Refuse, in one line before anything is built, a workload that needs what the
     command's target (QEMU TCG when it names none) cannot give in `mode`: files on a guest's
-    disk (wall mode: targets.qemu.check_disk_room) the host has no room for, too. A machine's
+    disk (wall mode: targets.qemu.check_disk_room) the host has no room for, too, and a link
+    from the host where a guest of one of `arch_names` has no NIC (targets.qemu.net_device)
+    or the host no program for its side (guest.workloads.check_host_programs). A machine's
     room is asked at each run (lab.run): a workload it cannot hold is not available then."""
     site = placement.site if placement is not None else lab.default_site()
     registry.check_workloads(site.spec, site.capabilities, instances, mode)
     if site.capabilities.disks and not modes.get(mode).deterministic:
         check_disk_room(instances)
+    linked = next((i for i in instances if i.workload.client_on_host), None)
+    if linked is not None and site.capabilities.disks:   # a QEMU machine: the arch's NIC
+        for arch in dict.fromkeys(arch_names):
+            net_device(arches.load(arch), linked.label)
+    guest_workloads.check_host_programs(instances)

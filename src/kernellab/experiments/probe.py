@@ -77,7 +77,7 @@ class Prober:
     def __post_init__(self) -> None:
         check_known(self.metrics)
         check_workload_metrics(self.metrics, self.workloads, self.command)
-        check_workloads(self.placement, self.workloads, self.mode.name)
+        check_workloads(self.placement, self.workloads, self.mode.name, [self.base.arch])
         self.place: Callable[[lab.Prepared, Build | None, lab.RunOptions], Target] | None = (
             self.placement.for_probes(self.command, self.mode.name, self.base) if self.placement is not None
             else None)

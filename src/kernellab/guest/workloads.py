@@ -2,11 +2,12 @@
 and as the host reads them back.
 
 The host writes one file for the agent (`encode`): per workload its label, timeout, whether
-it needs a disk (needs.disk_mib), the stream to capture, the files to write into its
-directory, its argv and its server's (with how the agent knows it is ready and how it stops
-it), NUL-separated, so that an argv word may hold any character but NUL and nothing goes
-through a shell. The workload's directory is the agent's to choose: "{workdir}" stays in
-the words and the files, and the agent fills it in: on the file system of the disk QEMU
+it needs a disk (needs.disk_mib), whether its client runs on the host (needs.network =
+"host"), the stream to capture, the files to write into its directory, its argv (none for
+one whose client is the host's) and its server's (with how the agent knows it is ready and
+how it stops it), NUL-separated, so that an argv word may hold any character but NUL and
+nothing goes through a shell. The workload's directory is the agent's to choose: "{workdir}"
+stays in the words and the files, and the agent fills it in: on the file system of the disk QEMU
 attaches for it (wall mode: targets.qemu) for one that needs a disk, else on the guest's
 tmpfs; on a running machine, under the agent's own /tmp directory. Where a guest has no
 file system for it, the agent does not run it and says why (status no_disk). Under QEMU
@@ -15,32 +16,48 @@ the file is /kernellab/workloads in the initramfs, the user's own programs (`bin
 KL_WORKLOADS names, with bin/ beside it.
 
 The agent frames each program's output into t=wl_begin, t=wl_out and t=wl_end records, its
-server's into t=wl_srv (agent/workload.c); `Reader` reassembles each workload's output,
-parses it with the workload's parser and hands its metrics, named WORKLOAD.METRIC, to the
-session's sink, or says why each is not available: the program did not start, exited
-non-zero, ran past its timeout, printed nothing the parser reads, its server did not start,
-was not ready in time or died under it, or the metric means nothing in the run's mode. The
-server's output follows the client's in the run's log.
+server's into t=wl_srv (agent/workload.c). For a workload that talks to the host, the agent
+says t=wl_ready once its server is ready, and `Reader` runs the workload's command here, on
+the host, against the server where the run's link says the host reaches it (a QEMU guest's
+forward, a machine's address: the target's, handed in as `host_link`), until the agent's
+t=wl_end; that command's output is the workload's. Where the guest has no network device
+for the link, the agent does not run it (status no_link). `Reader` reassembles each
+workload's output, parses it with the workload's parser and hands its metrics, named
+WORKLOAD.METRIC, to the session's sink, or says why each is not available: the program did
+not start, exited non-zero, ran past its timeout, printed nothing the parser reads, its
+server did not start, was not ready in time or died under it, the host's command failed, or
+the metric means nothing in the run's mode. The server's output follows the client's in the
+run's log.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
-from .. import modes, paths
+from .. import modes, paths, reaper
 from ..errors import LabError
 from ..metrics import catalog
-from ..workloads import Instance, ResolvedMetric, binary_paths
+from ..workloads import HOST_WAIT_S, Instance, ResolvedMetric, binary_paths
 from .records import Record
 
-MAGIC = "kernellab-workloads 3"
+# Where the host reaches a TCP port of the machine the run's workloads run on, as (address,
+# port); a LabError where the run has no link to it. The target's (targets.HostLinked): a
+# QEMU guest's forward on 127.0.0.1, a real machine's address.
+HostLink = Callable[[int], tuple[str, int]]
+
+MAGIC = "kernellab-workloads 4"
 # Where the initramfs holds them (agent/workload.h: WORKLOADS_PID1_FILE).
 INITRAMFS_DIR = "kernellab"
 INITRAMFS_FILE = f"{INITRAMFS_DIR}/workloads"
@@ -78,6 +95,21 @@ def check(instances: Sequence[Instance]) -> None:
             raise LabError(f"workload {inst.label}: its server's ready_line {server.ready_line!r} is matched in the "
                            "guest by POSIX extended regular expressions: write [0-9] for \\d, use no (?...) group, "
                            "no lazy quantifier, ^ and $ for \\A and \\Z")
+
+
+def check_host_programs(instances: Sequence[Instance]) -> None:
+    """Refuse, in one line before anything is built, a workload that talks to the host
+    whose command's program this machine does not have: the host runs it."""
+    for inst in instances:
+        if not inst.workload.client_on_host:
+            continue
+        program = inst.argv(WORKDIR)[0]
+        found = os.access(program, os.X_OK) if "/" in program else shutil.which(program) is not None
+        if not found:
+            packages = ", ".join(inst.workload.packages)
+            install = f"install Debian's {packages}" if packages else f"install {program} or put it on PATH"
+            raise LabError(f"workload {inst.label} runs {program} on this machine, the host's side of its link, and "
+                           f"{program} is not installed here: {install}")
 
 
 def catalog_metrics(instances: Sequence[Instance]) -> list[catalog.Metric]:
@@ -218,11 +250,14 @@ def encode(instances: Sequence[Instance]) -> bytes:
         w = inst.workload
         files = inst.files(WORKDIR)
         argv = inst.argv(WORKDIR)
+        # The command of one that talks to the host runs there (Reader): the agent gets no argv.
+        host = w.client_on_host
         words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), "1" if w.needs.disk_mib else "0",
-                  w.output.stream, str(len(files))]
+                  "1" if host else "0", w.output.stream, str(len(files))]
         for name, content in files.items():
             words += [name, content]
-        words += [str(len(argv)), *argv, *_server_words(inst)]
+        words += ["0"] if host else [str(len(argv)), *argv]
+        words += _server_words(inst)
     bad = next((word for word in words if "\0" in word), None)
     if bad is not None:
         raise LabError(f"a workload's argv or file holds a NUL character ({bad[:40]!r}): remove it")
@@ -298,9 +333,10 @@ class Ended:
     """One workload of a run, as it ended: what the lab stores of it."""
     inst: Instance
     # ok, exit, signal, timeout, exec_failed, setup_failed, server_exec_failed, server_port_busy,
-    # server_failed, server_not_ready, server_died, no_disk (as the agent says), not_run (the
-    # run ended first, or the machine lacked what it needs), unparsed (its output gave none of
-    # its metrics)
+    # server_failed, server_not_ready, server_died, no_disk, no_link (as the agent says),
+    # host_exit, host_signal, host_timeout, host_exec_failed, host_not_run (the host's command
+    # of one that talks to the host), not_run (the run ended first, or the machine lacked
+    # what it needs), unparsed (its output gave none of its metrics)
     status: str
     reason: str              # "" when every metric was read
     elapsed_s: float | None
@@ -324,16 +360,86 @@ class _Running:
                 f"{self.server.decode(errors='replace')}")
 
 
+class _HostCommand:
+    """The command of a workload that talks to the host, run on this machine against its
+    server: in a process group of its own, its output in files, which it can never fill
+    as it could a pipe while the console is being read."""
+
+    def __init__(self, inst: Instance, argv: list[str]) -> None:
+        stream = inst.workload.output.stream
+        self.program = argv[0]
+        self.parsed = tempfile.TemporaryFile()   # the stream its parser reads
+        self.other = tempfile.TemporaryFile()    # the rest: what a failure's reason quotes
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                         stdout=self.parsed if stream != "stderr" else self.other,
+                                         stderr=self.parsed if stream != "stdout" else self.other,
+                                         start_new_session=True)
+        except OSError:
+            self.close()
+            raise
+        # A kernellab killed outright leaves it to the next command's reaper.
+        self.registration = reaper.register(self.proc.pid, f"{Path(self.program).name} (a workload's host side)")
+
+    def end(self, wait_s: float) -> tuple[str, int]:
+        """How it ended, waited for `wait_s` at most: ok, host_exit (its status),
+        host_signal (the signal) or host_timeout (killed then)."""
+        try:
+            code = self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "host_timeout", 0
+        self.registration.unlink(missing_ok=True)
+        if code < 0:
+            return "host_signal", -code
+        return ("host_exit", code) if code else ("ok", 0)
+
+    def kill(self) -> None:
+        """It and its group, still running (the leader not yet reaped holds the group's id)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self.registration.unlink(missing_ok=True)
+
+    def output(self) -> bytes:
+        self.parsed.seek(0)
+        return self.parsed.read()
+
+    def said(self) -> str:
+        """Its last line, of what the parser does not read, else of what it does."""
+        for stream in (self.other, self.parsed):
+            stream.seek(0)
+            lines = [line for line in stream.read().decode(errors="replace").splitlines() if line.strip()]
+            if lines:
+                return lines[-1].strip()[:200]
+        return ""
+
+    def close(self) -> None:
+        self.parsed.close()
+        self.other.close()
+
+
 class Reader:
     """Reassembles the t=wl_* records of one run into each workload's output, then stores
-    its metrics (or why not) through `sink`, and tells `ended` how each workload ended."""
+    its metrics (or why not) through `sink`, and tells `ended` how each workload ended.
+
+    A workload that talks to the host has its command run here, on this machine, once the
+    agent says its server is ready (t=wl_ready), against the server at `host_link`; that
+    command's output is the workload's, read by its parser; its failure is the workload's,
+    after the guest's own."""
 
     def __init__(self, instances: Sequence[Instance], mode: str, sink: Sink, make_sample: Callable[..., Any],
-                 ended: Callable[[Ended], None], where: str = "the guest", debian: bool = True) -> None:
+                 ended: Callable[[Ended], None], where: str = "the guest", debian: bool = True,
+                 host_link: HostLink | None = None) -> None:
         self.instances, self.mode, self.sink = list(instances), mode, sink
         self.make_sample, self.ended, self.where = make_sample, ended, where
         self.debian = debian   # whether the machine takes Debian's package names
+        self.host_link = host_link
         self.running: dict[int, _Running] = {}
+        self.hosts: dict[int, _HostCommand | str] = {}   # the host's commands started (str: why it could not)
         self.done: set[int] = set()
         self.damage = ""   # why the workloads' files may be missing, told by the session
 
@@ -352,13 +458,17 @@ class Reader:
             self.running.setdefault(index, _Running(self.instances[index])).output += unquote_to_bytes(f["data"])
         elif record.type == "wl_srv":
             self.running.setdefault(index, _Running(self.instances[index])).server += unquote_to_bytes(f["data"])
+        elif record.type == "wl_ready":
+            self._start_host(index)
         elif record.type == "wl_end":
             got = self.running.pop(index, None) or _Running(self.instances[index])
             self.done.add(index)
             if f["status"] == "no_disk":
                 self._no_disk(got.inst, f["reason"])
+            elif f["status"] == "no_link":
+                self._no_link(got.inst, f["reason"])
             else:
-                self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9)
+                self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9, self.hosts.pop(index, None))
 
     def finish(self, why: str) -> None:
         """The run is over: each workload that did not end is not available, with why."""
@@ -370,6 +480,43 @@ class Reader:
                 self._unavailable(inst, reason)
                 self.done.add(index)
                 self.ended(Ended(inst, "not_run", reason, None, output))
+        self.close()
+
+    def close(self) -> None:
+        """The host's commands still running are killed: the run is over (or was stopped)."""
+        for host in self.hosts.values():
+            if isinstance(host, _HostCommand):
+                host.kill()
+                host.close()
+        self.hosts.clear()
+
+    def _start_host(self, index: int) -> None:
+        """The agent says the server of a workload that talks to the host is ready: the
+        host's command starts, against it."""
+        inst = self.instances[index]
+        server = inst.workload.server
+        if not inst.workload.client_on_host or server is None or index in self.hosts:
+            return
+        try:
+            if self.host_link is None:
+                raise LabError(f"{self.where} gives the host no link to it")
+            address, port = self.host_link(server.port)
+            self.hosts[index] = _HostCommand(inst, inst.host_argv(address, port))
+        except LabError as exc:
+            self.hosts[index] = f"the host could not reach the server of {inst.label}: {exc}"
+        except OSError as exc:
+            self.hosts[index] = self._host_not_started(inst, exc)
+
+    @staticmethod
+    def _host_not_started(inst: Instance, exc: OSError) -> str:
+        """Why the host's command did not start: not installed here (checked before the run,
+        but this machine may have changed since, or be a Dask worker), or its exec's error."""
+        program = inst.argv(WORKDIR)[0]
+        if exc.errno != _ENOENT:
+            return f"{program} could not start on this machine, the host's side of the link ({exc.strerror})"
+        packages = ", ".join(inst.workload.packages)
+        return (f"{program} is not installed on this machine, the host's side of the link"
+                + (f": install Debian's {packages}" if packages else ""))
 
     def not_run(self, inst: Instance, reason: str) -> None:
         """A workload the run does not give the agent, as the machine lacks what it needs
@@ -389,13 +536,25 @@ class Reader:
         self._unavailable(inst, reason)
         self.ended(Ended(inst, "no_disk", reason, None, ""))
 
-    def _end(self, got: _Running, status: str, code: int, elapsed_s: float) -> None:
+    def _no_link(self, inst: Instance, why: str) -> None:
+        """The agent did not run `inst`: it talks to the host, and the guest has no network
+        device for the link (`why`: the agent's words)."""
+        reason = (f"talks to the host over a network link, and {self.where} has no network device it could bring "
+                  f"up for it ({why}): not run")
+        self._unavailable(inst, reason)
+        self.ended(Ended(inst, "no_link", reason, None, ""))
+
+    def _end(self, got: _Running, status: str, code: int, elapsed_s: float,
+             host: _HostCommand | str | None = None) -> None:
         inst = got.inst
+        host_status, host_reason = self._host_end(got, host) if inst.workload.client_on_host else ("ok", "")
         output = got.log()
-        if status != "ok":
-            reason = self._failure(inst, status, code) + (f"; {self.damage}" if self.damage else "")
+        if status != "ok" or host_status != "ok":
+            # The guest's failure first: the host's command fails when its server does.
+            reason = (self._failure(inst, status, code) + (f"; {self.damage}" if self.damage else "")
+                      if status != "ok" else host_reason)
             self._unavailable(inst, reason)
-            self.ended(Ended(inst, status, reason, elapsed_s, output))
+            self.ended(Ended(inst, status if status != "ok" else host_status, reason, elapsed_s, output))
             return
         try:
             parsed = inst.read(got.output.decode(errors="replace"))
@@ -418,6 +577,28 @@ class Reader:
             failed = ", ".join(parsed.failures)
             self.ended(Ended(inst, "ok", f"not read: {failed}" if failed else "", elapsed_s, output))
 
+    def _host_end(self, got: _Running, host: _HostCommand | str | None) -> tuple[str, str]:
+        """The host's command of `got`, ended once its server has (waited for HOST_WAIT_S at
+        most): its output becomes the workload's; (status, reason) of how it ended."""
+        program = got.inst.argv(WORKDIR)[0]
+        if host is None:
+            return "host_not_run", (f"the host never started {program}: the agent's ready record did not reach it "
+                                    "(see the run's console log)")
+        if isinstance(host, str):
+            return "host_exec_failed", host
+        status, code = host.end(HOST_WAIT_S)
+        got.output += host.output()
+        said = host.said()
+        host.close()
+        if status == "host_exit":
+            return status, f"the host's {program} exited with status {code}" + (f": {said}" if said else "")
+        if status == "host_signal":
+            return status, f"the host's {program} was killed by signal {code}"
+        if status == "host_timeout":
+            return status, (f"the host's {program} was still running {HOST_WAIT_S:g} s after its server in "
+                            f"{self.where} ended, and was killed")
+        return status, ""
+
     def _unavailable(self, inst: Instance, reason: str) -> None:
         for m in inst.metrics():
             self.sink.unavailable(metric_name(inst, m), reason)
@@ -432,6 +613,9 @@ class Reader:
             return f"{program} exited with status {code} (its output is in the run's log)"
         if status == "signal":
             return f"{program} was killed by signal {code}"
+        if status == "timeout" and inst.workload.client_on_host:
+            return (f"the server {(inst.server_argv(WORKDIR) or ['?'])[0]} had not ended at the timeout of "
+                    f"{code / 1000:g} s (the host's {program} against it) and was killed")
         if status == "timeout":
             return f"{program} ran past its timeout of {code / 1000:g} s and was killed"
         if status == "setup_failed":
@@ -469,5 +653,6 @@ class Reader:
                    else f"accepted no connection on port {server.ready_port}")
             return f"{program} {how} within {code / 1000:g} s and was killed (its output is in the run's log)"
         if status == "server_died":
-            return f"{program} {ended} while {inst.argv(WORKDIR)[0]} ran (its output is in the run's log)"
+            client = ("the host's " if inst.workload.client_on_host else "") + inst.argv(WORKDIR)[0]
+            return f"{program} {ended} while {client} ran (its output is in the run's log)"
         return f"the agent ended {inst.label} with status {status}"

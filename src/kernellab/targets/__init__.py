@@ -51,8 +51,9 @@ class Capabilities:
     cluster: bool = False    # any Dask worker can be this target (--workers, --cluster)
     live: bool = True        # it starts kernels when asked (False: it reads what a board lab ran)
     # The host can reach what runs there over a network link (a workload's needs.network =
-    # "host"): this machine, an ssh host. Not a board in a lab's rack, and not a QEMU guest
-    # yet (kernellab gives it no network device).
+    # "host"): this machine, an ssh host, a QEMU guest in wall mode (a NIC and user
+    # networking's port forward, on an arch whose profile names its net_device). Not a board
+    # in a lab's rack.
     host_link: bool = False
 
     @property
@@ -100,6 +101,25 @@ class MachinePrograms(Protocol):
         ...
 
 
+@runtime_checkable
+class HostLinked(Protocol):
+    """A run's console whose machine the host reaches over a network link, for the
+    workloads that talk to the host (needs.network = "host"; guest.workloads.Reader)."""
+
+    def host_address(self, port: int) -> tuple[str, int]:
+        """(address, port) where the host connects to the machine's TCP `port`: a QEMU
+        guest's forward on 127.0.0.1, a machine's own address; a LabError without one."""
+        ...
+
+
+@runtime_checkable
+class LinkDriver(Protocol):
+    """A target whose host link comes through a device of the machine it boots (a QEMU
+    guest's NIC): the kernel option of the device's driver, which a variant's kernel needs
+    for a workload that talks to the host (experiments.lab: else its metrics are n/a)."""
+    link_driver: str
+
+
 @dataclass(frozen=True)
 class Capacity:
     """The CPUs and memory the workloads of a run get where they run, for their
@@ -142,6 +162,7 @@ class Want:
     devices: int | None = None
     fs: FsSpec | None = None
     disk_mib: int = 0       # the room the run's workloads need on a disk's file system (needs.disk_mib)
+    host_ports: tuple[int, ...] = ()   # the TCP ports the host reaches its workloads' servers on (needs.network)
 
 
 class Site(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -23,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import modes
+from .. import arches, modes
 from ..arches import ArchProfile
 from ..errors import LabError
 from ..proc import require_tool
@@ -41,12 +42,21 @@ if TYPE_CHECKING:
 ICOUNT_ARGS = ("-icount", "shift=0,sleep=off", "-rtc", "base=2000-01-01T00:00:00,clock=vm",
                "-seed", "1")
 SCRATCH_MIB = 64  # the raw scratch disk of the agent's block metrics (they use its first 32 MiB)
+# The host link of the workloads that talk to the host: QEMU's user networking (slirp, no
+# privileges, no host interface), whose guest address the agent gives the NIC (pid1.c), and
+# a forward from a free port on the host's loopback to each server's port there.
+GUEST_ADDRESS = "10.0.2.15"
+LINK_HOST = "127.0.0.1"
+NETDEV_ID = "kl-net"
+# The driver of the arch profiles' net_device (virtio-net on PCI, MMIO or CCW): a variant
+# without it has no NIC, and a workload that talks to the host is not run (experiments.lab).
+LINK_DRIVER = "CONFIG_VIRTIO_NET"
 KVM_TIMING = ("a KVM guest: the host's CPU runs it, guest clock = host clock; virtualized and noisy, "
               "not a hardware figure")
 
 
 CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=True, vcpus=True,
-                            disks=True, accel=True, cluster=True)
+                            disks=True, accel=True, cluster=True, host_link=True)
 
 
 class QemuSite:
@@ -72,15 +82,16 @@ class QemuSite:
                 accel = choice.accel
             self._accels[want.profile.name] = accel
         return QemuTarget(want.profile, want.scratch_mib, accel, vcpus=want.vcpus, devices=want.devices, fs=want.fs,
-                          disk_mib=want.disk_mib)
+                          disk_mib=want.disk_mib, host_ports=want.host_ports)
 
 
 class QemuTarget:
     name = "qemu"
+    link_driver = LINK_DRIVER   # targets.LinkDriver
 
     def __init__(self, profile: ArchProfile, scratch_mib: int = SCRATCH_MIB, accel: str = "tcg",
                  vcpus: int | None = None, devices: int | None = None, fs: fsimage.FsSpec | None = None,
-                 disk_mib: int = 0):
+                 disk_mib: int = 0, host_ports: Sequence[int] = ()):
         self.profile = profile
         self.machine = profile.require_machine()
         self.vcpus = vcpus   # None: the machine's own -smp
@@ -92,6 +103,8 @@ class QemuTarget:
         # The room the run's workloads need on a disk (their largest needs.disk_mib): on that
         # second disk, the fs: axis's or a default one (fsimage.for_workloads), in wall mode.
         self.disk_mib = disk_mib
+        # The guest's ports the host reaches (its workloads' servers), through a NIC in wall mode.
+        self.host_ports = tuple(sorted(set(host_ports)))
         self.accel = accel   # "tcg" or "kvm": chosen beforehand (targets.accel)
         self.capabilities = replace(CAPABILITIES, deterministic=accel == "tcg")
 
@@ -108,6 +121,10 @@ class QemuTarget:
         if fs is not None:
             default = "" if self.fs is not None else " (the workloads' disk: the variant names no fs:)"
             details["file_system"] = f"{fs.name}{default}: {fs.describe()}"
+        if self._linked(mode):
+            ports = ", ".join(map(str, self.host_ports))
+            details["host_link"] = (f"{self.machine.net_device}, QEMU user networking: the host reaches the guest's "
+                                    f"{GUEST_ADDRESS} port {ports} through a port of its {LINK_HOST}")
         if self.accel == "kvm":
             return TargetInfo("KVM guest", details, KVM_TIMING)
         return TargetInfo(f"QEMU TCG {mode}", details, modes.get(mode).note)
@@ -127,7 +144,10 @@ class QemuTarget:
         return Capacity("the guest", int(smp), memory)
 
     def command(self, kernel: Path, initramfs: Path | None, cmdline: str, mode: str,
-                scratch: Path | None = None, fs_image: Path | None = None) -> list[str]:
+                scratch: Path | None = None, fs_image: Path | None = None,
+                forwards: Sequence[tuple[int, int]] = ()) -> list[str]:
+        """QEMU's argv; `forwards`: (host port, guest port) of the host link, each a port of
+        the host's loopback forwarded to the guest's address."""
         modes.get(mode)
         machine = self.machine
         words = [f"console={machine.console}", machine.kernel_args, "printk.time=1 panic=-1 loglevel=7",
@@ -145,6 +165,10 @@ class QemuTarget:
             argv += [a.replace("{path}", str(scratch)) for a in machine.disk_args]
         if fs_image is not None:
             argv += fsimage.drive_args(machine.disk_args, fs_image)
+        if forwards:
+            netdev = ",".join([f"user,id={NETDEV_ID}", *(f"hostfwd=tcp:{LINK_HOST}:{host}-{GUEST_ADDRESS}:{guest}"
+                                                         for host, guest in forwards)])
+            argv += ["-netdev", netdev, "-device", f"{net_device(self.profile)},netdev={NETDEV_ID}"]
         if mode == "icount":
             argv += ICOUNT_ARGS if machine.icount_args is None else machine.icount_args
         return argv
@@ -182,7 +206,10 @@ class QemuTarget:
             self._check_fs(mode)
             fs = self._file_system(mode)   # its image made once and cached
             fs_image = fsimage.image(fs) if fs is not None else None
-            console = ProcessConsole(self.command(kernel, agent, cmdline, mode, scratch, fs_image), timeout_s)
+            # A port of the host's per server, free now: QEMU binds it as it starts.
+            forwards = [(free_port(), port) for port in self.host_ports] if self._linked(mode) else []
+            console = ProcessConsole(self.command(kernel, agent, cmdline, mode, scratch, fs_image, forwards),
+                                     timeout_s, links={guest: (LINK_HOST, host) for host, guest in forwards})
             try:
                 yield console
             finally:
@@ -197,6 +224,11 @@ class QemuTarget:
         if modes.get(mode).deterministic or not self.machine.disk_args or (self.fs is None and not self.disk_mib):
             return None
         return fsimage.for_workloads(self.fs, self.disk_mib) if self.disk_mib else self.fs
+
+    def _linked(self, mode: str) -> bool:
+        """Whether a run in `mode` has the host link: wall mode, for servers the host reaches
+        (under icount the traffic would be host-timed: refused before, targets.registry)."""
+        return bool(self.host_ports) and not modes.get(mode).deterministic
 
     def _check_fs(self, mode: str) -> None:
         """Refuse the fs: axis where its disk cannot be: icount mode, a machine without a virtio disk."""
@@ -218,6 +250,32 @@ def extra_device_args(profile: ArchProfile, count: int, variant: str = "") -> li
         raise LabError(f"{who}devices:{count} is not available on {profile.name}: its arch profile names no "
                        "extra_device in [qemu] (a machine with room for that many devices); leave devices: out")
     return ["-device", kind] * count
+
+
+def net_device(profile: ArchProfile, workload: str = "") -> str:
+    """The NIC of the host link, the profile's net_device; a one-line refusal where it
+    names none (checked before any build: experiments.placement.check_workloads)."""
+    kind = profile.qemu.net_device if profile.qemu is not None else ""
+    if not kind:
+        who = f"workload {workload} talks to the host over a network link, and " if workload else ""
+        linked = [a for a in arches.available() if (q := arches.load(a).qemu) is not None and q.net_device]
+        raise LabError(f"{who}the {profile.name} QEMU machine has no network device for one (its arch profile names "
+                       f"no net_device in [qemu]): run it on {', '.join(linked)}, or on --target local")
+    return kind
+
+
+def host_ports(instances: Sequence[Instance]) -> tuple[int, ...]:
+    """The ports of the servers the host reaches, of the workloads that talk to the host."""
+    return tuple(sorted({i.workload.server.port for i in instances
+                         if i.workload.client_on_host and i.workload.server is not None}))
+
+
+def free_port() -> int:
+    """A TCP port of the host's loopback that no program holds now."""
+    with socket.socket() as probe:
+        probe.bind((LINK_HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def disk_mib(instances: Sequence[Instance]) -> int:

@@ -29,6 +29,7 @@ machine at the same time with another agent loses its copy, which its next run s
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import re
 import signal
@@ -100,6 +101,9 @@ MEMINFO = "/proc/meminfo"
 # What it prints: ASCII digits only, and few of them: what the machine says is data.
 _CAPACITY = re.compile(r"([0-9]{1,6})\nMemTotal:[ \t]+([0-9]{1,20}) kB\n?")
 KILL_SCRIPT = 'kill "$1" 2>/dev/null'
+# ssh's own words of the connection: the client's address and port, then the machine's own
+# address as the connection reached it, and its port.
+SSH_CONNECTION_SCRIPT = 'printf "%s\\n" "${SSH_CONNECTION:-}"'
 AFTER_SCRIPT = "cut -d ' ' -f 1-3 /proc/loadavg; uname -r; uname -v"
 
 # The agent "$1", with the KL_* settings after "$3" in its environment; on a scratch file
@@ -207,6 +211,15 @@ class RunningTarget:
     def describe(self, mode: str) -> TargetInfo:
         details = {"target": self.shell.where, **self.facts.details()}
         return TargetInfo(f"hardware: {self.facts.description()}", details, TIMING)
+
+    @cached_property
+    def link_address(self) -> str:
+        """The machine's address as the host reaches it, for the workloads that talk to the
+        host: this one's loopback, or the address kernellab's ssh connection reached
+        ($SSH_CONNECTION's third word: through a jump host, the address the jump host used)."""
+        if self.shell.here:
+            return "127.0.0.1"
+        return ssh_server_address(self.shell.run(script(SSH_CONNECTION_SCRIPT)).text, self.shell.where)
 
     def installed(self, instances: Sequence[Instance]) -> Packages:
         """Where the instances' programs came from on the machine: the Debian package that
@@ -336,7 +349,8 @@ class RunningTarget:
         options = self.place_workloads(agent_options(cmdline, kernel_booted=False))
         log, why = kernel_log(self.shell, self.facts)
         path = self.install(agent)
-        console = RunningConsole(self.shell, self.agent_script(path, options), timeout_s, log, why)
+        console = RunningConsole(self.shell, self.agent_script(path, options), timeout_s, log, why,
+                                 lambda: self.link_address)
         try:
             yield console
         finally:
@@ -355,6 +369,20 @@ def df_free_kib(text: str, directory: str, where: str) -> int:
     return int(found.group(1))
 
 
+def ssh_server_address(text: str, where: str) -> str:
+    """The machine's own address in what SSH_CONNECTION_SCRIPT printed (client address,
+    client port, server address, server port); anything else refused in one line."""
+    words = text.split()
+    try:
+        if len(words) == 4:
+            return str(ipaddress.ip_address(words[2]))
+    except ValueError:
+        pass
+    raise LabError(f"cannot tell the address of {where} as kernellab's ssh connection reached it: its "
+                   f"$SSH_CONNECTION is {text.strip()[:120]!r}, not four words with an IP address third; a "
+                   "workload that talks to the host needs it")
+
+
 def capacity_of(text: str, where: str) -> Capacity:
     """The machine's CPUs and memory from what CAPACITY_SCRIPT printed: a count of CPUs
     (1 or more) and /proc/meminfo's MemTotal line; anything else refused in one line."""
@@ -370,8 +398,9 @@ class RunningConsole(ProcessConsole):
     """The kernel's log, replayed, then the agent's records as they arrive."""
 
     def __init__(self, shell: Shell, agent_script: Script, timeout_s: float, log: list[str] | None,
-                 log_reason: str):
+                 log_reason: str, link_address: Callable[[], str] | None = None):
         self.shell, self.log, self.log_reason = shell, log, log_reason
+        self.link_address = link_address   # the machine's address as the host reaches it, asked when needed
         self.first: list[ConsoleLine] = []   # kernellab's own lines before the agent's (targets.kexec)
         self.remote_pid: str | None = None
         command = ["sh", "-c", agent_script] if shell.here else [shell.where, agent_script]
@@ -386,6 +415,11 @@ class RunningConsole(ProcessConsole):
                 self.remote_pid = line.text.removeprefix(PID_LINE).strip()
                 continue
             yield line
+
+    def host_address(self, port: int) -> tuple[str, int]:
+        """A real machine's ports are where they are: at its own address."""
+        address = self.link_address() if self.link_address is not None else "127.0.0.1"
+        return address, port
 
     def unavailable(self) -> dict[str, str]:
         """The boot figures the kernel's log no longer (or never) gave."""

@@ -8,11 +8,12 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from .. import reaper
+from ..errors import LabError
 from ..guest.console import ConsoleLine
 from . import Exit
 
@@ -23,8 +24,11 @@ class ProcessConsole:
     """A process's stdout, read line by line with host timestamps: QEMU's serial console,
     or an agent run as a program."""
 
-    def __init__(self, command: list[str], timeout_s: float, proc: subprocess.Popen[bytes] | None = None):
+    def __init__(self, command: list[str], timeout_s: float, proc: subprocess.Popen[bytes] | None = None,
+                 links: Mapping[int, tuple[str, int]] | None = None):
         self.command = command
+        # The machine's TCP ports the host reaches, and where: QEMU's forwards (targets.qemu).
+        self.links = dict(links or {})
         self.start = time.monotonic()
         self.deadline = self.start + timeout_s
         self.stop_at = self.deadline
@@ -107,6 +111,12 @@ class ProcessConsole:
 
     def unavailable(self) -> dict[str, str]:
         return {}
+
+    def host_address(self, port: int) -> tuple[str, int]:
+        """Where the host reaches the machine's TCP `port` (targets.HostLinked)."""
+        if port not in self.links:
+            raise LabError(f"the run has no link from the host to port {port}")
+        return self.links[port]
 
     def facts_after(self) -> dict[str, str]:
         return {}

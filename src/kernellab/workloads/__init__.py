@@ -36,6 +36,12 @@ PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 # written to and it may write in (the agent's: a guest's tmpfs, or for one that needs a disk
 # the file system of the disk QEMU attaches for it; a machine's, under /tmp).
 CONTEXT = ("workdir",)
+# And, in the command of a workload that talks to the host (needs.network = "host"), which
+# runs on the host: where the host reaches its server (guest.workloads.Reader fills them in).
+LINK_CONTEXT = ("address", "port")
+# How long the host's command of such a workload may take to end after its server did
+# (host time), before it is killed: the run's time limit counts it (Workload.longest_s).
+HOST_WAIT_S = 60.0
 _SPEC = re.compile(r"(?P<what>.+?\.toml|[a-z][a-z0-9-]*)(?::(?P<params>.*))?", re.DOTALL)
 
 
@@ -93,6 +99,9 @@ class Server:
     ready_line: str = ""                 # ready when a line of its output matches this regular expression
     ready_timeout_s: float = 30.0
     stop_signal: Literal["TERM", "INT", "QUIT"] = "TERM"
+    # The TCP port it listens on where the kernel runs, which the host's command connects
+    # to: for a workload with needs.network = "host" only, and required there (0: none).
+    port: int = 0
     # How long it is given to stop after its stop signal before SIGKILL (guest time): the
     # agent's file carries it (guest.workloads), and a run's time limit counts it. Not a key
     # of the file: the same for every server.
@@ -103,8 +112,9 @@ class Server:
             raise ValueError("the server's command is empty")
         if bool(self.ready_port) == bool(self.ready_line):
             raise ValueError("give the server either ready_port or ready_line")
-        if not 0 <= self.ready_port <= 65535:
-            raise ValueError(f"ready_port {self.ready_port} is not a TCP port")
+        for key, port in (("ready_port", self.ready_port), ("port", self.port)):
+            if not 0 <= port <= 65535:
+                raise ValueError(f"{key} {port} is not a TCP port")
         if self.ready_line:
             _compiles(self.ready_line, "ready_line")
         if self.ready_timeout_s <= 0:
@@ -167,7 +177,9 @@ class Needs:
     # with that room for {workdir} (targets.qemu, fsimage.for_workloads), and under icount
     # none (the workload is not run).
     disk_mib: int = 0
-    network: Literal["none", "loopback", "host"] = "none"   # host: a link from the host (wall mode only)
+    # host: a link from the host (wall mode only): the [server] runs where the kernel runs, on
+    # its `port`, and the command on the host against it (a QEMU guest gets a NIC for it).
+    network: Literal["none", "loopback", "host"] = "none"
 
     def __post_init__(self) -> None:
         _options(self.kernel, "needs.kernel")
@@ -213,9 +225,11 @@ class Workload:
         if not self.metric:
             raise ValueError("no [[metric]]: a workload yields at least one")
         for name in self.params:
-            if not PARAM_NAME.fullmatch(name) or name in CONTEXT:
-                raise ValueError(f"parameter {name!r}: use lower-case letters, digits and '_' (not {CONTEXT[0]})")
+            if not PARAM_NAME.fullmatch(name) or name in (*CONTEXT, *LINK_CONTEXT):
+                raise ValueError(f"parameter {name!r}: use lower-case letters, digits and '_' (not "
+                                 f"{', '.join((*CONTEXT, *LINK_CONTEXT))})")
         self._check_run()
+        self._check_link()
         self._check_placeholders()
         self._check_metrics()
         for name in self.files:
@@ -232,11 +246,19 @@ class Workload:
             if not (plain or absolute) or "\0" in used:
                 raise ValueError(f"uses: {used!r} is neither a program's name nor an absolute path without '..'")
 
+    @property
+    def client_on_host(self) -> bool:
+        """It talks to the host (needs.network = "host"): its [server] runs where the kernel
+        runs, and its command on the host, kernellab's own machine, against the server."""
+        return self.needs.network == "host"
+
     def longest_s(self) -> float:
         """The guest time a run of it may take at most: its timeout, which bounds the
         server's start (its readiness wait) and the client together (agent/workload.c), then
-        its server's grace to stop, which begins only once the client has ended."""
-        return self.run.timeout_s + (self.server.stop_grace_s if self.server else 0.0)
+        its server's grace to stop, which begins only once the client has ended; for one
+        whose command runs on the host, the host's wait for that command after it."""
+        return (self.run.timeout_s + (self.server.stop_grace_s if self.server else 0.0)
+                + (HOST_WAIT_S if self.client_on_host else 0.0))
 
     def _check_run(self) -> None:
         amount = self.run.iterations or self.run.duration
@@ -245,19 +267,38 @@ class Workload:
         if self.run.duration and self.fixed_work:
             raise ValueError("a run for a duration is not fixed work: set fixed_work = false and say why")
 
+    def _check_link(self) -> None:
+        """A workload that talks to the host has a server, on a port the host reaches."""
+        port = self.server.port if self.server is not None else 0
+        if not self.client_on_host:
+            if port:
+                raise ValueError('[server] port is where the host reaches the server of a workload with '
+                                 'needs.network = "host": set that, or leave port out')
+            return
+        if self.server is None:
+            raise ValueError('needs.network = "host" runs the [server] where the kernel runs and the command on '
+                             'the host, against it: give the workload a [server]')
+        if not port:
+            raise ValueError('needs.network = "host": give the [server] the TCP port it listens on, which the '
+                             'host connects to (port = N)')
+
     def _check_placeholders(self) -> None:
         whole_word = {n for n, p in self.params.items() if p.argv}
-        words = [*self.command, *(self.server.command if self.server else ())]
-        for word in words:
+        # The command of a workload that talks to the host runs there: {address} and {port}
+        # are where it reaches the server, and it has no {workdir}.
+        command_context = LINK_CONTEXT if self.client_on_host else CONTEXT
+        words = [*((w, command_context) for w in self.command),
+                 *((w, CONTEXT) for w in (self.server.command if self.server else ()))]
+        for word, context in words:
             for name in PLACEHOLDER.findall(word):
-                self._known(name, f"{word!r}")
+                self._known(name, f"{word!r}", context)
                 if name in whole_word and word != f"{{{name}}}":
                     raise ValueError(f"{word!r}: {{{name}}} stands for argv words, so it must be a word alone")
         for param in self.params.values():
             for chosen in param.argv.values():
                 for word in chosen:
                     for name in PLACEHOLDER.findall(word):
-                        self._known(name, f"{word!r}")
+                        self._known(name, f"{word!r}", (*CONTEXT, *command_context))
                         if name in whole_word:
                             raise ValueError(f"{word!r}: a choice's words cannot hold {{{name}}}")
         for name, text in self.files.items():
@@ -271,7 +312,7 @@ class Workload:
                 raise ValueError(f"metric {m.name}: {self.output.format} output is read by {want}")
             for text in (m.name, m.path, m.regex):
                 for name in PLACEHOLDER.findall(text):
-                    self._known(name, f"metric {m.name}", context=False)
+                    self._known(name, f"metric {m.name}", context=())
             filled = _fill(m.name, {n: "x" for n in self.params})
             if not METRIC_NAME.fullmatch(filled):
                 raise ValueError(f"metric {m.name!r}: use letters, digits and '_' (and {{param}})")
@@ -288,10 +329,17 @@ class Workload:
                 for value in values:
                     self.params[name].check(value, f"metric {m.name}: when: {name}")
 
-    def _known(self, name: str, where: str, context: bool = True) -> None:
-        if name not in self.params and not (context and name in CONTEXT):
-            known = ", ".join([*self.params, *(CONTEXT if context else ())]) or "none"
-            raise ValueError(f"{where}: {{{name}}} is not a parameter (known: {known})")
+    def _known(self, name: str, where: str, context: tuple[str, ...] = CONTEXT) -> None:
+        if name in self.params or name in context:
+            return
+        if name in LINK_CONTEXT:
+            raise ValueError(f"{where}: {{{name}}} is where the host reaches the server: it is for the command of "
+                             'a workload with needs.network = "host" only')
+        if name in CONTEXT and context == LINK_CONTEXT:
+            raise ValueError(f"{where}: {{{name}}} is the server's directory, where the kernel runs; the command "
+                             'of a workload with needs.network = "host" runs on the host, which has none')
+        known = ", ".join([*self.params, *context]) or "none"
+        raise ValueError(f"{where}: {{{name}}} is not a parameter (known: {known})")
 
 
 def _fill(text: str, values: dict[str, str], escape: bool = False) -> str:
@@ -348,12 +396,18 @@ class Instance:
         return self.workload.name + (":" + ",".join(changed) if changed else "")
 
     def argv(self, workdir: str) -> list[str]:
-        """The command's words, every parameter filled."""
-        return self._words(self.workload.command, workdir)
+        """The command's words, every parameter filled ({address} and {port} of one that
+        runs on the host left as they are: host_argv fills them)."""
+        return self._words(self.workload.command, {"workdir": workdir})
+
+    def host_argv(self, address: str, port: int) -> list[str]:
+        """The command of a workload that talks to the host, as the host runs it: against its
+        server, which the host reaches at `address`, `port`."""
+        return self._words(self.workload.command, {"address": address, "port": str(port)})
 
     def server_argv(self, workdir: str) -> list[str] | None:
         server = self.workload.server
-        return self._words(server.command, workdir) if server else None
+        return self._words(server.command, {"workdir": workdir}) if server else None
 
     def files(self, workdir: str) -> dict[str, str]:
         """The files to write into {workdir} before the run: name -> content."""
@@ -384,8 +438,8 @@ class Instance:
         """The program's output (its `output.stream`) as values and failures per metric."""
         return parse.parse(self.metrics(), self.workload.output.format, text, self.label)
 
-    def _words(self, words: tuple[str, ...], workdir: str) -> list[str]:
-        values = {**self.params, "workdir": workdir}
+    def _words(self, words: tuple[str, ...], context: dict[str, str]) -> list[str]:
+        values = {**self.params, **context}
         out: list[str] = []
         for word in words:
             whole = PLACEHOLDER.fullmatch(word)
@@ -518,5 +572,7 @@ def describe(inst: Instance) -> dict[str, object]:
     data["origin"] = inst.loaded.origin
     data["variant"] = {"label": inst.label, "params": inst.params, "argv": inst.argv("{workdir}"),
                        "server_argv": inst.server_argv("{workdir}"),
+                       # where each runs: the machine whose kernel is measured, or the host
+                       "argv_runs_on": "host" if inst.workload.client_on_host else "machine",
                        "metrics": [m.name for m in inst.metrics()]}
     return data

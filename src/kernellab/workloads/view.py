@@ -36,13 +36,19 @@ def show_lines(spec: str) -> list[str]:
     parameters, the parameters, the server, what it needs and its metrics."""
     inst = resolve(spec)
     w = inst.workload
+    # Where each part runs: the machine whose kernel is measured (a guest, a real machine),
+    # or, for the command of one that talks to the host, kernellab's own machine.
+    here = "where the kernel runs"
+    command_on = f"on the host, kernellab's machine, against the server's port {w.server.port}" if (
+        w.client_on_host and w.server is not None) else here
     lines = [f"{inst.label}  ({inst.loaded.origin})", f"  {w.description}",
              f"  packages: {', '.join(w.packages) or '(none)'}",
-             f"  command:  {shlex.join(inst.argv('{workdir}'))}"]
+             f"  command:  {shlex.join(inst.argv('{workdir}'))}  ({command_on})"]
     server = inst.server_argv("{workdir}")
     if server is not None and w.server is not None:
         ready = f"port {w.server.ready_port}" if w.server.ready_port else f"a line matching {w.server.ready_line!r}"
-        lines.append(f"  server:   {shlex.join(server)}  (ready: {ready}, stopped with SIG{w.server.stop_signal})")
+        lines.append(f"  server:   {shlex.join(server)}  ({here}; ready: {ready}, stopped with "
+                     f"SIG{w.server.stop_signal})")
     if w.files:
         lines.append(f"  files:    {', '.join(w.files)} (written into {{workdir}})")
     amount = f"iterations: {w.run.iterations}" if w.run.iterations else f"duration: {w.run.duration}"
