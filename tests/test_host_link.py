@@ -21,7 +21,7 @@ from kernellab.guest import workloads as guest_workloads
 from kernellab.guest.records import InvalidRecord, frame, parse
 from kernellab.targets import running
 from kernellab.workloads import resolve
-from workloadfiles import free_port, host_workload_file, running_kernel_report
+from workloadfiles import HOST_SERVER, RecordingSink, free_port, host_workload_file, running_kernel_report
 
 WALL = ("--mode", "wall", "--runs", "1", "--max-runs", "1")
 # A kernel with the NIC's driver and its transport (x86_64: virtio on PCI), and one without.
@@ -170,17 +170,6 @@ def test_over_ssh_the_host_reaches_the_address_its_connection_reached(tmp_path, 
 
 # -- the Reader and the records, without a run ------------------------------------------------
 
-class _Sink:
-    def __init__(self):
-        self.samples, self.na = {}, {}
-
-    def sample(self, s):
-        self.samples[s[0]] = s[2]
-
-    def unavailable(self, metric, reason):
-        self.na[metric] = reason
-
-
 def test_the_ready_record_and_the_no_link_status_are_checked_like_the_others():
     assert parse(frame("seq=1 t=wl_ready w=0")).fields == {"w": "0"}
     no_link = parse(frame("seq=1 t=wl_end w=0 status=no_link code=0 elapsed_ns=0 reason=no_network_device"))
@@ -208,10 +197,10 @@ def test_the_reader_runs_the_host_command_from_ready_to_end_and_kills_what_outli
         asked.append(guest_port)
         return "127.0.0.1", guest_port
 
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([done, failed, late], "wall", sink, lambda *a: a, ended.append, host_link=link)
-    server = subprocess.Popen(["python3", "-c", _SERVE_TWICE, str(port)], stdout=subprocess.PIPE, text=True)
-    assert server.stdout.readline() == "listening\n"
+    server = subprocess.Popen(["python3", "-c", HOST_SERVER, str(port), "2"], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline() == f"listening on {port}\n"
     for payload in ("seq=0 t=wl_begin w=0 name=done", "seq=1 t=wl_ready w=0", "seq=2 t=wl_begin w=1 name=failed",
                     "seq=3 t=wl_ready w=1"):
         reader.record(parse(frame(payload)))
@@ -234,23 +223,9 @@ def test_the_reader_runs_the_host_command_from_ready_to_end_and_kills_what_outli
     assert [e.status for e in ended] == ["ok", "server_died", "not_run"]
 
 
-# Two connections' worth of HOST_SERVER, for the Reader's test: it counts and answers each.
-_SERVE_TWICE = '''import socket, sys
-with socket.create_server(("127.0.0.1", int(sys.argv[1]))) as listener:
-    print("listening", flush=True)
-    for _ in range(2):
-        conn, _ = listener.accept()
-        got = 0
-        while data := conn.recv(65536):
-            got += len(data)
-        conn.sendall(b"%d\\n" % got)
-        conn.close()
-'''
-
-
 def test_without_a_link_the_host_command_is_not_started_and_says_why(tmp_path):
     net = resolve(str(host_workload_file(tmp_path, "net")))
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([net], "wall", sink, lambda *a: a, ended.append, where="ssh://nas")
     for payload in ("seq=0 t=wl_begin w=0 name=net", "seq=1 t=wl_ready w=0",
                     "seq=2 t=wl_end w=0 status=ok code=0 elapsed_ns=1"):

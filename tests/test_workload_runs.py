@@ -30,7 +30,7 @@ from kernellab.metrics import catalog
 from kernellab.store import SCHEMA_VERSION, Store
 from kernellab.targets import TargetOptions, fsimage, running
 from kernellab.workloads import Server, resolve
-from workloadfiles import host_workload_file, running_kernel_report, workload_file
+from workloadfiles import RecordingSink, host_workload_file, running_kernel_report, workload_file
 
 needs_mke2fs = pytest.mark.skipif(shutil.which("mke2fs") is None, reason="e2fsprogs not installed")
 
@@ -350,7 +350,7 @@ def test_under_icount_a_workload_that_needs_a_disk_is_not_run_and_says_why(lab, 
 def test_in_wall_mode_a_guest_without_the_disk_does_not_run_the_workload_and_says_why(tmp_path):
     """The agent's own reason (as file.* says it) when the file system did not mount."""
     big = resolve(str(disk_workload(tmp_path, "big", 200)))
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([big], "wall", sink, lambda *a: a, ended.append)
     for payload in ("seq=0 t=wl_begin w=0 name=big",
                     "seq=1 t=wl_end w=0 status=no_disk code=0 elapsed_ns=0 reason=kernel_has_no_ext4"):
@@ -491,21 +491,10 @@ def test_workload_records_are_checked_like_the_agents_own():
             parse(frame(bad))
 
 
-class _Sink:
-    def __init__(self):
-        self.samples, self.na = {}, {}
-
-    def sample(self, s):
-        self.samples[s[0]] = s[2]
-
-    def unavailable(self, metric, reason):
-        self.na[metric] = reason
-
-
 def test_the_reader_joins_the_pieces_and_tells_what_never_ended(tmp_path):
     own = resolve(str(workload_file(tmp_path, "own", "")))
     other = resolve(str(workload_file(tmp_path, "other", "")))
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([own, other], "icount", sink, lambda *a: a, ended.append)
     for payload in ("seq=0 t=wl_begin w=0 name=own", "seq=1 t=wl_out w=0 data=val",
                     "seq=2 t=wl_out w=0 data=ue:%2012%0A",
@@ -532,7 +521,7 @@ def test_server_records_are_checked_and_kept_apart_from_the_clients_output(tmp_p
     served = resolve(str(workload_file(tmp_path, "served", "", server=SERVER)))
     killed = resolve(str(workload_file(tmp_path, "killed", "", server=SERVER)))
     late = resolve(str(workload_file(tmp_path, "late", "", server=SERVER)))
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([served, killed, late], "icount", sink, lambda *a: a, ended.append)
     for payload in ("seq=0 t=wl_begin w=0 name=served", "seq=1 t=wl_srv w=0 data=value:%201%0Aready%0A",
                     "seq=2 t=wl_out w=0 data=value:%2012", "seq=3 t=wl_srv w=0 data=bye%0A",
@@ -755,7 +744,7 @@ def test_a_guest_whose_initramfs_did_not_unpack_says_so_in_each_failed_workloads
 
     own = resolve(str(workload_file(tmp_path, "own", "")))
     other = resolve(str(workload_file(tmp_path, "other", "")))
-    sink, ended = _Sink(), []
+    sink, ended = RecordingSink(), []
     reader = guest_workloads.Reader([own, other], "icount", sink, lambda *a: a, ended.append)
     lines = agent_lines({"syscall.null": [200.0]}, end=False)
     workload_records = [frame(f"seq={len(lines) + i} {p}") for i, p in enumerate((
@@ -798,7 +787,7 @@ def test_a_missing_program_on_a_machine_not_debians_names_its_own_package_manage
     for debian, said in ((True, "sh is not installed on ssh://nas: install Debian's dash"),
                          (False, "sh is not installed on ssh://nas: install Debian's dash, or its like with "
                                  "ssh://nas's own package manager")):
-        sink = _Sink()
+        sink = RecordingSink()
         reader = guest_workloads.Reader([own], "wall", sink, lambda *a: a, lambda e: None, "ssh://nas", debian=debian)
         for payload in ("seq=0 t=wl_begin w=0 name=own", "seq=1 t=wl_end w=0 status=exec_failed code=2 elapsed_ns=1"):
             reader.record(parse(frame(payload)))

@@ -83,12 +83,13 @@ def running_kernel_report(tmp: Path, instances, shell=None) -> dict:
 HOST_SERVER = '''import socket, sys
 with socket.create_server(("127.0.0.1", int(sys.argv[1]))) as listener:
     print("listening on", sys.argv[1], flush=True)
-    conn, _ = listener.accept()
-    got = 0
-    while data := conn.recv(65536):
-        got += len(data)
-    conn.sendall(b"%d\\n" % got)
-    conn.close()
+    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
+        conn, _ = listener.accept()
+        got = 0
+        while data := conn.recv(65536):
+            got += len(data)
+        conn.sendall(b"%d\\n" % got)
+        conn.close()
 print("received", got, flush=True)
 '''
 # The host's side: connects to ADDRESS PORT, sends N bytes, prints what it sent and what the
@@ -170,3 +171,16 @@ better = "higher"
 path = "end.received"
 ''')
     return path
+
+
+class RecordingSink:
+    """A Reader's sink that keeps what it is given: metric -> value, metric -> why not."""
+
+    def __init__(self):
+        self.samples, self.na = {}, {}
+
+    def sample(self, s):
+        self.samples[s[0]] = s[2]
+
+    def unavailable(self, metric, reason):
+        self.na[metric] = reason
