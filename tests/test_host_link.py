@@ -64,6 +64,10 @@ def test_the_host_sends_into_the_guest_over_its_nic_in_wall_mode(lab, capsys, tm
     wl = workloads_of(report)["one:n=300000"]
     assert wl["status"] == "ok" and wl["reason"] == "" and wl["elapsed_s"] > 0
     assert wl["provenance"]["argv"][-4:] == ["{address}", "{port}", "300000", "0"]
+    # Every view's line says where the program ran: here, not in the guest.
+    assert wl["provenance"]["command_on_host"] is True
+    line = guest_workloads.Provenance.from_dict(wl["provenance"]).line()
+    assert " on this machine, the host, against its server on qemu: " in line, line
     client, server = log(lab, "one:n=300000").split("--- the server's output (python3) ---\n")
     assert json.loads(client) == {"end": {"sent": 300000, "received": 300000}}
     assert server.startswith("listening on ") and server.endswith("received 300000\n")

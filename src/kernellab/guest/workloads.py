@@ -181,6 +181,9 @@ class Provenance:
     fixed_work: bool = False
     why: str = ""
     version_unknown: str = ""            # why `version` is None, when that was said
+    # Its command ran on the host, kernellab's machine, against its server on `target`
+    # (needs.network = "host"): the program and version are the host's.
+    command_on_host: bool = False
 
     @classmethod
     def of(cls, inst: Instance, target: str | None = None, guest: Packages = Packages()) -> Provenance:
@@ -192,7 +195,7 @@ class Provenance:
                    tuple(inst.workload.packages), version, package,
                    {p: guest.versions[p] for p in inst.workload.packages if p in guest.versions}, target,
                    dict(inst.params), inst.workload.fixed_work, inst.workload.why,
-                   "" if version else guest.unknown.get(argv[0], ""))
+                   "" if version else guest.unknown.get(argv[0], ""), inst.workload.client_on_host)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
@@ -201,14 +204,15 @@ class Provenance:
         return cls(data["workload"], data["label"], str(data.get("origin", "")), data["program"], argv,
                    tuple(data.get("packages") or ()), data.get("version"), data.get("package"),
                    dict(data.get("package_versions") or {}), data.get("target"), dict(data.get("params") or {}),
-                   bool(data.get("fixed_work", False)), data.get("why", ""), data.get("version_unknown", ""))
+                   bool(data.get("fixed_work", False)), data.get("why", ""), data.get("version_unknown", ""),
+                   bool(data.get("command_on_host", False)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "label": self.label, "origin": self.origin, "program": self.program,
                 "version": self.version, "package": self.package, "packages": list(self.packages),
                 "package_versions": dict(self.package_versions), "argv": list(self.argv), "target": self.target,
                 "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why,
-                "version_unknown": self.version_unknown}
+                "version_unknown": self.version_unknown, "command_on_host": self.command_on_host}
 
     def program_version(self) -> str:
         """The program, its version (or why it is not known) and the Debian package it came
@@ -223,6 +227,8 @@ class Provenance:
         command line, and, for a workload without a fixed amount of work, that its figures
         are not reproducible under icount and why (nothing more for one with fixed work)."""
         where = f" on {self.target}" if self.target else ""
+        if self.command_on_host:
+            where = f" on this machine, the host, against its server{where}"
         command = shlex.join(self.argv)
         return f"workload {self.label}: {self.program_version()}{where}: {command}{self._unreproducible()}"
 
