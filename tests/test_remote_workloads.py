@@ -404,9 +404,13 @@ def test_a_remotes_cpus_and_memory_that_are_not_nprocs_and_memtotals_are_refused
     assert "\n" not in str(err.value)
 
 
-def test_a_remotes_cpus_and_memory_are_asked_of_a_constant_script_and_agree_with_this_machine():
+def test_a_remotes_cpus_and_memory_are_asked_of_a_constant_script_and_agree_with_this_machine(monkeypatch):
     """No value of kernellab's goes into the script; run by the posing machine's shell, it
-    says what this machine's affinity and /proc/meminfo say."""
+    says what this machine's affinity and /proc/meminfo say, also where OpenMP's thread
+    limit is in the environment (Dask's nanny leaves OMP_NUM_THREADS=1 in the process that
+    starts a local cluster; nproc would print it)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("OMP_THREAD_LIMIT", "1")
     assert script(CAPACITY_SCRIPT) == CAPACITY_SCRIPT   # no arguments, no `set --`
     shell = PosingShell()
     has = RunningTarget(shell, "ssh://posing").capacity()

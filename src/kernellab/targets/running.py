@@ -95,8 +95,10 @@ DF_SCRIPT = 'exec df -Pk -- "$1"'
 _DF_LINE = re.compile(r"\S.*?\s+[0-9]{1,20}\s+[0-9]{1,20}\s+([0-9]{1,20})\s+(?:[0-9]{1,3}%|-)\s+/.*")
 # The CPUs a program started there may run on (nproc: its affinity, as the agent's
 # workloads inherit it) and the memory the kernel manages (/proc/meminfo's MemTotal line),
-# one a line: no value of kernellab's in it.
-CAPACITY_SCRIPT = "nproc && grep '^MemTotal:' /proc/meminfo"
+# one a line: no value of kernellab's in it. nproc prints OpenMP's thread limit instead
+# where OMP_NUM_THREADS or OMP_THREAD_LIMIT is set, which Dask's nanny sets to 1 in the
+# process that starts a local cluster (distributed's pre-spawn-environ) and a shell passes on.
+CAPACITY_SCRIPT = "unset OMP_NUM_THREADS OMP_THREAD_LIMIT; nproc && grep '^MemTotal:' /proc/meminfo"
 MEMINFO = "/proc/meminfo"
 # What it prints: ASCII digits only, and few of them: what the machine says is data.
 _CAPACITY = re.compile(r"([0-9]{1,6})\nMemTotal:[ \t]+([0-9]{1,20}) kB\n?")
