@@ -516,7 +516,8 @@ def _apart(tree: KconfigTree, full: dict[str, dict[str, str]], reduced: dict[str
     selects (SCHED_AUTOGROUP=y selects CGROUPS, which lab-minimal leaves out), so that only
     one side has it. Kept at the configurations' common value on both sides, or the reduced
     pair would differ in options the change A -> B does not touch (Debian's amd64 config
-    against it with a dozen options changed: 78 options apart, a dozen of them such). Only
+    against it with a dozen options changed: the reductions 78 options apart where the
+    resolved configs differ in 43). Only
     those a user can set: the others follow from what is kept."""
     a, b = reduced["A"].config.values, reduced["B"].config.values
     alike = (tree.symbol(name) for name in differing(a, b) if full["A"].get(name, "n") == full["B"].get(name, "n"))
