@@ -130,9 +130,9 @@ if __name__ == "__main__":
 
 
 try:
-    import pytest
+    from fakes import lab_fixture  # needs pytest
 
-    @pytest.fixture(scope="session")
+    @lab_fixture(scope="session")
     def browser():
         """One headless Chromium for the session's page tests."""
         driver = start()

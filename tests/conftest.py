@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import fakes
 from browser import browser  # noqa: F401  (one headless Chromium, for the HTML reports' tests)
 from fakes import lab  # noqa: F401  (the fake lab's fixture, for tests/test_fake_lab.py)
 from kernellab import build as kernel_build
@@ -106,7 +107,17 @@ def _order(item) -> tuple[int, int]:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if fakes.LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)
     items.sort(key=_order)   # stable: the rest keep their order
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the test's fixtures are made: whether it may make a fake lab (fakes.fake_lab
+    refuses in a test of the quick lane, so that the lane cannot slow down unnoticed)."""
+    fakes.in_lab_lane = any(item.get_closest_marker(m) is not None for m in ("lab", "integration"))
 
 
 # The x86_64 tree's chain is the run's longest path (its builds, then QEMU boots one after

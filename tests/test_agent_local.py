@@ -54,7 +54,8 @@ ADDRESS_SPACE_MB = 128
 EINVAL = 22
 RECORD = re.compile(r"@KL (?P<payload>[^#]*) #(?P<crc>[0-9a-f]{8})")
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+# The agent compiled and run as a program, its measurements whole: seconds, the lab lane.
+pytestmark = [pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed"), pytest.mark.lab]
 
 
 def kernel_has_af_alg_aes() -> bool:

@@ -132,6 +132,7 @@ def _age(path: Path, days: float) -> None:
     os.utime(path, (then, then))
 
 
+@pytest.mark.lab
 def test_the_agent_and_initramfs_a_run_booted_are_used_and_dated_by_their_last_use(tmp_path, monkeypatch, capsys):
     """They always showed as unused, dated by when they were first made."""
     # An agent directory of its own: the fake lab's shared one holds other tests' agents,

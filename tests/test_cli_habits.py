@@ -1,6 +1,7 @@
 """What people expect of a command-line tool: --version, shell completion, a man page,
 and CI examples whose command lines kernellab itself accepts."""
 
+import functools
 import importlib.metadata
 import re
 import shlex
@@ -33,11 +34,17 @@ def test_version_is_the_installed_packages(capsys):
     assert capsys.readouterr().out == f"kernellab {importlib.metadata.version('kernellab')}\n"
 
 
+@functools.cache
+def _completion_script(shell: str) -> str:
+    """`kernellab completion SHELL`, run once per test process (a second of interpreter
+    start and imports each time)."""
+    return subprocess.run([*KERNELLAB, "completion", shell], capture_output=True, text=True, check=True).stdout
+
+
 def _bash_complete(words: str) -> list[str]:
     """What bash offers for `words` (the cursor after the last one), with kernellab's
     completion script sourced as a user would."""
-    script = subprocess.run([*KERNELLAB, "completion", "bash"], capture_output=True, text=True, check=True).stdout
-    probe = (f"{script}\n"
+    probe = (f"{_completion_script('bash')}\n"
              f"COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); COMP_LINE='{words}'; "
              f"COMP_POINT=${{#COMP_LINE}}\n"
              "fn=$(complete -p kernellab | sed -E 's/.* -F ([^ ]+) .*/\\1/'); $fn kernellab; "
@@ -53,7 +60,7 @@ def test_bash_completes_commands_and_options_from_the_parser():
 
 
 def test_zsh_completion_is_valid_zsh_and_knows_every_command():
-    script = subprocess.run([*KERNELLAB, "completion", "zsh"], capture_output=True, text=True, check=True).stdout
+    script = _completion_script("zsh")
     assert script.startswith("#compdef kernellab")
     checked = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import LAB_ENVIRONMENT, point_worker
+from fakes import LAB_ENVIRONMENT, lab_fixture, point_worker
 from faults.test_kill import Kernellab, children, group_alive, query, wait_for
 
 distributed = pytest.importorskip("distributed")
@@ -27,7 +27,7 @@ def _start_cluster(workers=2):
     return local, client
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def shared_cluster():
     """One cluster for the module's tests that neither kill a worker nor leave anything in
     its environment: starting one costs seconds of CPU."""

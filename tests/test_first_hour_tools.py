@@ -15,7 +15,7 @@ from kernellab.errors import LabError
 from kernellab.experiments import study
 from kernellab.metrics.catalog import catalog
 from kernellab.report import conclusion
-from test_cli_habits import _bash_complete
+from test_cli_habits import _bash_complete, _completion_script
 from test_study import FAST_SLOW, study_file
 
 KERNELLAB = [sys.executable, "-m", "kernellab.cli"]
@@ -233,7 +233,7 @@ def test_bash_completes_metric_study_and_arch_names():
 
 
 def test_zsh_completion_names_metrics_studies_and_arches():
-    script = subprocess.run([*KERNELLAB, "completion", "zsh"], capture_output=True, text=True, check=True).stdout
+    script = _completion_script("zsh")
     checked = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     metrics = [name for name, m in catalog().items() if m.source != "workload"]   # the script's own process

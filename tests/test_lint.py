@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.lab   # each a program over the whole tree: mypy takes 45 s with a cold cache
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from fakes import lab, module_lab  # noqa: F401  (`lab`: the fixture)
+from fakes import lab, lab_fixture, module_lab  # noqa: F401  (`lab`: the fixture)
 from kernellab.guest.console import memory_line
 from kernellab.metrics.catalog import catalog, describe
 from kernellab.report import display_unit, fmt_value, header_lines, render, shown_metrics
@@ -18,7 +18,7 @@ from kernellab.report.table import shorten, shortened
 RULE = "──"   # the table's rule under its header (box.MINIMAL on a screen)
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def default_report(tmp_path_factory, request):
     """The default experiment (lab-minimal against debug) on the fake lab, as JSON."""
     with module_lab(tmp_path_factory, request, "terminal") as fake:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fakes import module_lab
+from fakes import lab_fixture, module_lab
 from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history, shown_as_format_1
 from kernellab import cli
 from kernellab.experiments import track as track_exp
@@ -31,7 +31,7 @@ def index(subject: str) -> int:
 LAST = index(KCONFIG)    # the first nightly's BAD
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def history_lab(tmp_path_factory, request):
     with module_lab(tmp_path_factory, request, "track") as lab:
         repo, shas = make_history(lab.tmp)

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from fakes import module_lab
+from fakes import lab_fixture, module_lab
 from githistory import BROKEN, HISTORY, PANICS, PLANTED, commit, edit, git, make_history, shown_as_format_1
 from kernellab.experiments import commits
 from kernellab.experiments.probe import DIFFERENT, SAME, Verdict
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def history_lab(tmp_path_factory, request):
     with module_lab(tmp_path_factory, request, "why") as lab:
         repo, shas = make_history(lab.tmp)

@@ -13,11 +13,10 @@ it (no angle brackets), and an innocuous one; B also turns FAKE_SLOW on (25% slo
 import json
 import shutil
 
-import pytest
 from selenium.webdriver.common.by import By
 
 from browser import chart_labels
-from fakes import KERNEL_TREE, module_lab
+from fakes import KERNEL_TREE, lab_fixture, module_lab
 from githistory import HISTORY, PLANTED, commit, edit, git
 from test_html import HOSTILE, no_alert, shown
 from test_why_reduced import distributions  # noqa: F401  (the fixture: two distribution-size configs)
@@ -52,7 +51,7 @@ def make_history(where):
     return repo, good
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def answered(tmp_path_factory, request):
     """`why` on the history, its answer written as JSON. -> (the lab, the argv of `why`, the JSON file)"""
     with module_lab(tmp_path_factory, request, "whyhtml") as lab:

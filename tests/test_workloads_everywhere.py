@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import LAB_ENVIRONMENT, point_worker
+from fakes import LAB_ENVIRONMENT, lab_fixture, point_worker
 from workloadfiles import workload_file
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -197,7 +197,7 @@ def no_userland(path: str) -> None:
     userland.segment = lambda instances, profile, compression="gzip": Path(path)
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def shared_cluster():
     distributed = pytest.importorskip("distributed")
     local = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)

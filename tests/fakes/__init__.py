@@ -164,10 +164,31 @@ def use_fake_qemu(monkeypatch, binary: Path) -> None:
     monkeypatch.setattr(arches, "load", load)
 
 
+# The fixtures that run the lab end to end (lab_fixture): conftest marks every test that
+# uses one, directly or through another fixture, `lab`, which the quick lane leaves out.
+LAB_FIXTURES: set[str] = set()
+# Whether the test running now is marked `lab` or `integration` (conftest sets it before
+# the test's fixtures are made; None outside pytest's run loop).
+in_lab_lane: bool | None = None
+
+
+def lab_fixture(function=None, **kwargs):
+    """`pytest.fixture` for a fixture that runs the lab end to end: a fake lab's builds and
+    boots, a Dask cluster, Chromium. Seconds each, where the quick lane's tests take
+    milliseconds: the tests that use it are marked `lab` (docs/contributing.md)."""
+    def register(f):
+        LAB_FIXTURES.add(f.__name__)
+        return pytest.fixture(**kwargs)(f)
+    return register(function) if function is not None else register
+
+
 def fake_lab(tmp_path: Path, monkeypatch, shared: Path | None = None) -> FakeLab:
     """Point kernellab at the fake tree and QEMU, with everything in tmp_path; `shared`:
     where the agent binary and the ccache live across tests (default: the session's tmp
     directory)."""
+    if in_lab_lane is False:
+        raise RuntimeError("a test that makes a fake lab must be in the lab lane: make its fixture with "
+                           "fakes.lab_fixture, or mark it @pytest.mark.lab")
     cache = tmp_path / "cache"
     cache.mkdir()
     shared = shared or tmp_path.parent / "fake-lab-shared"  # tmp_path.parent: the session's
@@ -212,7 +233,7 @@ def module_lab(tmp_path_factory, request, name: str):
         yield fake_lab(tmp, mp, shared_dir(request))
 
 
-@pytest.fixture
+@lab_fixture
 def lab(tmp_path, monkeypatch, request):
     """A FakeLab; restores the signal handlers `kernellab.cli.main` installs."""
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}

@@ -3,6 +3,7 @@ tree at once."""
 
 import json
 
+import pytest
 from test_kill import Kernellab, query
 
 
@@ -21,6 +22,7 @@ def test_qemu_dying_mid_run_fails_that_run_and_the_experiment_goes_on(lab, capsy
     assert {v["name"] for v in report["variants"]} == {"a", "b"}
 
 
+@pytest.mark.lab
 def test_two_commands_on_one_store_and_one_build_tree_both_finish_right(tmp_path, monkeypatch):
     from fakes import fake_lab
     kl = Kernellab(fake_lab(tmp_path, monkeypatch))

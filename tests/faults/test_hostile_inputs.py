@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import labfakes
-from fakes import fake_lab, module_lab, shared_dir
+from fakes import fake_lab, lab_fixture, module_lab, shared_dir
 from faults.lanes import counts
 from kernellab.guest.records import frame
 
@@ -109,7 +109,7 @@ class Harness:
               f"{time.monotonic() - self.started:.1f} s")
 
 
-@pytest.fixture
+@lab_fixture
 def harness(tmp_path, monkeypatch, request):
     import signal
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
@@ -128,7 +128,7 @@ def harness(tmp_path, monkeypatch, request):
             signal.signal(s, handler)
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def seeds(tmp_path_factory, request):
     """Real files to mutate: a comparison report and its store, from the fake lab."""
     with module_lab(tmp_path_factory, request, "hostile-seeds") as lab:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import KERNEL_TREE, fake_lab
+from fakes import KERNEL_TREE, fake_lab, lab_fixture
 from kernellab import arches, datafile, paths, reaper
 from kernellab.config import dotconfig, kconfig
 from kernellab.errors import LabError
@@ -34,7 +34,7 @@ PACKAGE = ROOT / "src" / "kernellab"
 HOSTILE_NAMES = ["../x", "/abs", "a/b", "", ".", "..", "x\0y", "-rf", ".hidden", "a\nb", "a\u202eb", "x" * 300]
 
 
-@pytest.fixture
+@lab_fixture
 def lab(tmp_path, monkeypatch):
     # The kconfig cache's key goes to the test's own state directory, not the user's.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

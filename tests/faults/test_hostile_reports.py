@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from junitparser import JUnitXml
 
-from fakes import module_lab
+from fakes import lab_fixture, module_lab
 from faults.lanes import counts
 from kernellab.cli import main
 from kernellab.errors import LabError
@@ -36,7 +36,7 @@ ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"    # retitle the window, clear the scree
 MUTATIONS = 200   # per kind of document; about 0.1 s each (0.3 s for a study's report)
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def made(tmp_path_factory, request):
     """A real compare report and the store behind it, made once by the fake lab."""
     with module_lab(tmp_path_factory, request, "made") as lab:
@@ -44,7 +44,7 @@ def made(tmp_path_factory, request):
     return lab.tmp / "r.json", lab.store, lab.cache
 
 
-@pytest.fixture(scope="module")
+@lab_fixture(scope="module")
 def study_made(tmp_path_factory, request):
     """A study's report with a sweep and a code/config split, made once by the fake lab."""
     import test_study

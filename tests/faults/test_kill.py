@@ -12,9 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from fakes import fake_lab, shared_dir
+from fakes import fake_lab, lab_fixture, shared_dir
 
 TESTS = Path(__file__).resolve().parents[1]
 # kernellab as a process of its own, with the x86_64 profile booting the fake QEMU.
@@ -101,7 +99,7 @@ def group_alive(pgid: int) -> bool:
     return state != "Z"
 
 
-@pytest.fixture
+@lab_fixture
 def kl(tmp_path, monkeypatch, request):
     # The agent binary and the ccache shared with the other fake-lab tests: no gcc run each.
     return Kernellab(fake_lab(tmp_path, monkeypatch, shared_dir(request)))
