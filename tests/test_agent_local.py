@@ -411,13 +411,13 @@ def test_file_metrics_on_a_file_in_a_directory(agent, tmp_path):
 
 # -- workloads that need a disk (workload.c, file.c: workload_disk_dir) -------------------------
 
-def workloads_file(tmp_path, *workloads: tuple[str, str, list[str]]) -> str:
+def workloads_file(tmp_path, *workloads: tuple[str, str, list[str]], needs: tuple[str, str] = ("1", "0")) -> str:
     """The file the host writes (guest.workloads.encode), by hand: each workload's label, its
     disk word (as given: tests send hostile ones too), and argv; its client not the host's,
-    no files, no server."""
-    words = ["kernellab-workloads 4", str(len(workloads))]
+    needing `needs` (vCPUs, MiB of memory), no files, no server."""
+    words = ["kernellab-workloads 5", str(len(workloads))]
     for label, disk, argv in workloads:
-        words += [label, "10000", disk, "0", "stdout", "0", str(len(argv)), *argv, "0"]
+        words += [label, "10000", disk, "0", *needs, "stdout", "0", str(len(argv)), *argv, "0"]
     path = tmp_path / "workloads"
     path.write_bytes(b"".join(w.encode() + b"\0" for w in words))
     return str(path)
@@ -463,15 +463,41 @@ def test_a_hostile_disk_word_is_a_damaged_file(agent, tmp_path, disk):
     assert [(r["t"], r.get("value")) for r in records] == [("meta", "damaged")]
 
 
+@pytest.mark.parametrize("word", ["-1", "x", "", "9999999999999"])
+def test_a_hostile_needs_word_is_a_damaged_file(agent, tmp_path, word):
+    for needs in ((word, "0"), ("1", word)):
+        records = workload_runs(agent, workloads_file(tmp_path, ("w", "0", ["pwd"]), needs=needs))
+        assert [(r["t"], r.get("value")) for r in records] == [("meta", "damaged")]
+
+
+# -- what a workload needs of the machine (workload.c: too_small) --------------------------------
+
+def machine_mib() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+
+
+def test_a_workload_needing_more_cpus_or_memory_than_the_machine_has_is_not_run_and_says_what_it_has(agent, tmp_path):
+    cpus = len(os.sched_getaffinity(0))
+    mib = machine_mib()
+    for needs, reason in (((str(cpus + 1), "0"), f"vcpus_{cpus}"), (("1", str(mib + 1)), f"memory_mib_{mib}")):
+        path = workloads_file(tmp_path, ("big", "0", ["echo", "ran"]), needs=needs)
+        [end] = [r for r in workload_runs(agent, path) if r["t"] == "wl_end"]
+        assert end == {**end, "status": "too_small", "code": "0", "elapsed_ns": "0", "reason": reason}
+    # What the machine has is enough: it runs.
+    fits = workloads_file(tmp_path, ("fits", "0", ["echo", "ran"]), needs=(str(cpus), str(mib)))
+    records = workload_runs(agent, fits)
+    assert [r["status"] for r in records if r["t"] == "wl_end"] == ["ok"] and output(records, 0) == "ran\n"
+
+
 # -- workloads whose client is the host's (workload.c: wl_ready, await_server, link_missing) ----
 
 def host_workloads_file(tmp_path, *servers: tuple[str, list[str]], argv: tuple[str, ...] = ()) -> str:
     """The file the host writes, by hand, for workloads whose client runs on the host: each
     one's label and its server's argv, ready at a line "ready", a timeout of 1 s; `argv`:
     client words, which the host never sends (a damaged file)."""
-    words = ["kernellab-workloads 4", str(len(servers))]
+    words = ["kernellab-workloads 5", str(len(servers))]
     for label, server in servers:
-        words += [label, "1000", "0", "1", "stdout", "0", str(len(argv)), *argv]
+        words += [label, "1000", "0", "1", "0", "0", "stdout", "0", str(len(argv)), *argv]
         words += [str(len(server)), *server, "line", "^ready", "1000", "TERM", "200"] if server else ["0"]
     path = tmp_path / "workloads"
     path.write_bytes(b"".join(w.encode() + b"\0" for w in words))

@@ -243,8 +243,8 @@ def test_the_agents_file_gives_a_host_workload_its_server_and_no_argv(tmp_path):
     words (the host runs its command), and its server's."""
     net = resolve(str(host_workload_file(tmp_path, "net")))
     words = guest_workloads.encode([net]).split(b"\0")
-    assert words[:2] == [b"kernellab-workloads 4", b"1"]
-    assert words[2:7] == [b"net", b"30000", b"0", b"1", b"stdout"]
+    assert words[:2] == [b"kernellab-workloads 5", b"1"]
+    assert words[2:9] == [b"net", b"30000", b"0", b"1", b"1", b"0", b"stdout"]
     at = words.index(b"serve.py")
     assert words[at + 2:at + 5] == [b"0", b"3", b"python3"]   # no argv; the server's 3 words
 

@@ -67,12 +67,13 @@ def test_the_job_carries_the_workloads_userland_and_words(lab, capsys, tmp_path)
     assert boot["timeout"]["minutes"] == plain_boot["timeout"]["minutes"] + 10
 
 
-def workload_console(label: str, output: str) -> list[str]:
-    """The agent's console on the board: its samples, then one workload's records, then its end."""
+def workload_console(label: str, output: str, end: str = "status=ok code=0 elapsed_ns=1500000000") -> list[str]:
+    """The agent's console on the board: its samples, then one workload's records (its
+    output, unless it did not run, and its end), then the agent's end."""
     lines = labfakes.agent_lines({"syscall.null": [95.0, 96.0, 97.0]}, end=False)
     data = "".join(c if "!" <= c <= "~" and c not in "%#" else f"%{ord(c):02X}" for c in output)
-    payloads = [f"t=wl_begin w=0 name={label}", f"t=wl_out w=0 data={data}",
-                "t=wl_end w=0 status=ok code=0 elapsed_ns=1500000000"]
+    payloads = [f"t=wl_begin w=0 name={label}", *([f"t=wl_out w=0 data={data}"] if output else []),
+                f"t=wl_end w=0 {end}"]
     records = [frame(f"seq={len(lines) + i} {p}") for i, p in enumerate(payloads)]
     end = frame(f"seq={len(lines) + len(records)} t=end records={len(lines) + len(records)}")
     return [*labfakes.BOOT, *lines, *records, end, "[    1.000000] reboot: Power down"]
@@ -145,3 +146,24 @@ def test_a_workload_a_board_cannot_give_what_it_needs_is_refused_in_one_line(lab
     assert ("workload fio needs a disk with a file system for its files (128 MiB), and --target lava:bbb gives "
             "none (a board booted from a ramdisk)") in err
     assert not lab.store.exists()   # refused before anything was built or stored
+
+
+def test_a_workload_the_board_is_too_small_for_is_not_available_saying_what_it_has(lab, capsys, tmp_path):
+    """A board's log says nothing of its CPUs and memory before the run: the agent checks the
+    workload's needs on the board (agent/workload.c: too_small) and says what it has."""
+    userland_segment(lab)
+    spec = str(workload_file(tmp_path, "wide", 'echo "value: 1"', extra="[needs]\nvcpus = 4\n"))
+    job, _, _ = write_job(lab, capsys, "--workload", spec)
+    console = workload_console("wide", "", end="status=too_small code=0 elapsed_ns=0 reason=vcpus_1")
+    log = write_log(lab.tmp / "log.yaml",
+                    lava_log(board_console(console), initramfs=job["metadata"]["kernellab.initramfs"]))
+    report_file = lab.tmp / "run.json"
+    assert lab.main("import-lava", str(log), "tinyconfig", "--device-type", "bbb", "--source", str(lab.tree),
+                    "--workload", spec, "-o", str(report_file)) == 0
+    report = json.loads(report_file.read_text())
+    why = "needs 4 vCPUs, the board has 1: not run"
+    assert next(m for m in report["metrics"] if m["name"] == "wide.value")["values"]["tinyconfig"] == \
+        {"not_available": why}
+    [wl] = report["variants"][0]["runs"][0]["workloads"]
+    assert (wl["status"], wl["reason"]) == ("too_small", why)
+    assert next(m for m in report["metrics"] if m["name"] == "syscall.null")["values"]["tinyconfig"]["n"] == 3

@@ -544,7 +544,7 @@ def test_server_records_are_checked_and_kept_apart_from_the_clients_output(tmp_p
 def test_the_agents_file_carries_the_server_and_how_it_is_ready():
     redis, nginx = resolve("redis:requests=2000"), resolve("nginx")
     words = guest_workloads.encode([redis, nginx]).split(b"\0")
-    assert words[:2] == [b"kernellab-workloads 4", b"2"]
+    assert words[:2] == [b"kernellab-workloads 5", b"2"]
     start = words.index(b"redis-server")
     assert words[start - 1] == b"11"    # its argv's length, "" for --save among them
     assert words[start + 11:start + 16] == [b"line", b"Ready to accept connections", b"30000", b"TERM",
@@ -555,12 +555,12 @@ def test_the_agents_file_carries_the_server_and_how_it_is_ready():
 
 def test_the_agents_file_says_which_workloads_need_a_disk(tmp_path):
     """After each workload's label and timeout: 1 if it needs a disk, else 0 (agent/workload.c);
-    then 0: its client is not the host's."""
+    then 0: its client is not the host's; then the vCPUs (1) and MiB (0: any) it needs."""
     big, small = resolve(str(disk_workload(tmp_path, "big", 200))), resolve(str(disk_workload(tmp_path, "small", 0)))
     words = guest_workloads.encode([big, small]).split(b"\0")
-    assert words[2:7] == [b"big", b"30000", b"1", b"0", b"stdout"]
+    assert words[2:9] == [b"big", b"30000", b"1", b"0", b"1", b"0", b"stdout"]
     at = words.index(b"small")
-    assert words[at:at + 5] == [b"small", b"30000", b"0", b"0", b"stdout"]
+    assert words[at:at + 7] == [b"small", b"30000", b"0", b"0", b"1", b"0", b"stdout"]
 
 
 def test_the_catalog_describes_registered_workload_metrics(tmp_path):

@@ -45,15 +45,24 @@
  * (WHY: no_network_device, or the request that failed and its errno.)  As a
  * program on a machine the agent touches no interface: the machine's own
  * network is the link, and KL_NET_IF, if set, names the interface it must
- * have (else no_link as above).
+ * have (else no_link as above).  A workload that needs more CPUs or memory
+ * than the machine has is not run either:
  *
- * The file: NUL-terminated words.  "kernellab-workloads 4", the number of
+ *     t=wl_end w=N status=too_small code=0 elapsed_ns=0 reason=WHAT_HAS
+ *
+ * (WHAT: vcpus or memory_mib, the first it lacks; HAS: what the machine
+ * has: the CPUs the agent may run on, MemTotal in MiB).  The host checks
+ * first where it knows the machine (a QEMU guest, a machine it asked); on a
+ * board whose console is all it sees (LAVA) this is the only check.
+ *
+ * The file: NUL-terminated words.  "kernellab-workloads 5", the number of
  * workloads, then for each: its label, its timeout in ms (the server's
  * start and the client together), whether it needs a disk (1: its
  * directory goes on the file system of a disk, file.c's
  * workload_disk_dir(); 0: on the agent's own workdir, a guest's tmpfs),
  * whether its client runs on the host (1: it has a server and no argv
- * words here; 0: both run here), the stream to capture (stdout, stderr or
+ * words here; 0: both run here), the CPUs and the MiB of memory it needs
+ * (0: any), the stream to capture (stdout, stderr or
  * both), the number of files to write into its directory and each file's
  * name and content, the number of argv words and the words, then the
  * number of its server's argv words (0: no server) and, with a server, the
@@ -81,6 +90,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <regex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -88,6 +98,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,10 +108,11 @@
 #include "record.h"
 #include "workload.h"
 
-#define MAGIC "kernellab-workloads 4"
+#define MAGIC "kernellab-workloads 5"
 #define MAX_FILE_BYTES (16L << 20)
 #define MAX_WORDS 1024L
 #define MAX_TIMEOUT_MS (7L * 24 * 3600 * 1000)
+#define MAX_NEED (1L << 30) /* vCPUs or MiB: beyond any machine */
 /* Raw bytes per t=wl_out: escaped, at most three times as many, under the 512 of a record. */
 #define PIECE 140
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -125,6 +137,7 @@ struct server {
 struct workload {
 	const char *label, *stream;
 	long timeout_ms, disk, host, files, argc; /* disk: 1 if it needs one; host: its client is the host's */
+	long vcpus, memory_mib;                   /* what it needs of the machine (0: any) */
 	char **file; /* name, content, name, content, ... */
 	char **argv; /* NULL-terminated */
 	struct server server;
@@ -263,9 +276,12 @@ static int parse_workload(struct words *w, struct workload *wl)
 	wl->timeout_ms = number(w, MAX_TIMEOUT_MS);
 	wl->disk = number(w, 1);
 	wl->host = number(w, 1);
+	wl->vcpus = number(w, MAX_NEED);
+	wl->memory_mib = number(w, MAX_NEED);
 	wl->stream = word(w);
 	wl->files = number(w, MAX_WORDS);
-	if (!wl->label || wl->timeout_ms < 1 || wl->disk < 0 || wl->host < 0 || !wl->stream || wl->files < 0)
+	if (!wl->label || wl->timeout_ms < 1 || wl->disk < 0 || wl->host < 0 || wl->vcpus < 0 || wl->memory_mib < 0 ||
+	    !wl->stream || wl->files < 0)
 		return -1;
 	wl->file = calloc((size_t)wl->files * 2 + 1, sizeof(char *));
 	if (!wl->file)
@@ -728,7 +744,7 @@ static struct verdict await_server(struct proc *s, long long deadline, long time
 	return (struct verdict){ "ok", 0 };
 }
 
-/* A workload that cannot run here (status no_disk or no_link): why, in its t=wl_end. */
+/* A workload that cannot run here (status no_disk, no_link or too_small): why, in its t=wl_end. */
 static void not_run(int index, const struct workload *wl, const char *status, const char *why)
 {
 	char label[128], reason[96];
@@ -737,6 +753,34 @@ static void not_run(int index, const struct workload *wl, const char *status, co
 	snprintf(reason, sizeof(reason), "%s", why);
 	emit("t=wl_begin w=%d name=%s", index, sanitize(label));
 	emit("t=wl_end w=%d status=%s code=0 elapsed_ns=0 reason=%s", index, status, sanitize(reason));
+}
+
+/*
+ * What of the machine a workload needs more of than there is, with what
+ * there is ("vcpus_1"; NULL: nothing): the CPUs this process may run on (as
+ * nproc counts them) and MemTotal.
+ */
+static const char *too_small(const struct workload *wl, char *why, size_t size)
+{
+	struct sysinfo si;
+	cpu_set_t cpus;
+	long have;
+
+	if (wl->vcpus > 1) {
+		have = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+		if (have > 0 && have < wl->vcpus) {
+			snprintf(why, size, "vcpus_%ld", have);
+			return why;
+		}
+	}
+	if (wl->memory_mib > 0 && sysinfo(&si) == 0) {
+		have = (long)((unsigned long long)si.totalram * si.mem_unit >> 20);
+		if (have < wl->memory_mib) {
+			snprintf(why, size, "memory_mib_%ld", have);
+			return why;
+		}
+	}
+	return NULL;
 }
 
 /*
@@ -801,7 +845,8 @@ done:
 void run_workloads(const char *path, const char *workdir)
 {
 	char bin_dir[PATH_MAX], *slash;
-	const char *disk_dir, *no_disk, *no_link;
+	const char *disk_dir, *no_disk, *no_link, *small;
+	char small_why[48];
 	struct words w;
 	size_t len;
 	long count;
@@ -834,7 +879,9 @@ void run_workloads(const char *path, const char *workdir)
 			free(wl.server.argv);
 			break;
 		}
-		if (wl.host && (no_link = link_missing()))
+		if ((small = too_small(&wl, small_why, sizeof(small_why))))
+			not_run((int)i, &wl, "too_small", small);
+		else if (wl.host && (no_link = link_missing()))
 			not_run((int)i, &wl, "no_link", no_link);
 		else if (!wl.disk)
 			run_one((int)i, &wl, workdir, bin_dir);

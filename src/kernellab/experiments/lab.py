@@ -454,7 +454,8 @@ def _unmet_needs(target: Target, workloads: tuple[Instance, ...], config: Mappin
     targets.qemu; none under icount, where the agent does not run them:
     guest.workloads.Reader). The variant is never changed to fit: a guest boots with the
     vCPUs and the options it asks for, and the reason says how to ask for more. A LAVA
-    board's log says nothing of its machine: nothing is checked there."""
+    board's log says nothing of its machine: the agent checks vCPUs and memory there (its
+    status too_small), as it does everywhere after this."""
     whys: dict[int, list[str]] = {}
     for n, why in [*_short_of_capacity(target, workloads), *_short_of_room(target, workloads),
                    *_short_of_link_driver(target, workloads, config)]:
@@ -540,8 +541,8 @@ def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink:
                            e.status, e.reason, e.elapsed_s)
         store.add_log(f"{guest_workloads.LOG_KIND} {e.inst.label}", e.output, run_id=run_id)
 
-    # A real machine's runs say which one ("this machine", "ssh://root@nas"); a guest has no such name.
-    where = info.details.get("target", "the guest")
+    # A real machine's runs say which one ("this machine", "ssh://root@nas"); a guest or a board has no such name.
+    where = info.details.get("target", target.capabilities.machine)
     return guest_workloads.Reader(instances, options.mode, sink,
                                   lambda metric, unit, value: Sample(metric, unit, 0, 1, value), ended, where,
                                   debian=info.details.get("packages", "Debian's") == "Debian's",

@@ -156,16 +156,16 @@ def _check_metric(metric: str, unit: str, payload: str) -> None:
 # The workloads' records (agent/workload.c), field sets as it prints them.
 _WORKLOAD_FIELDS = {"wl_begin": {"w", "name"}, "wl_out": {"w", "data"}, "wl_srv": {"w", "data"},
                     "wl_ready": {"w"}, "wl_end": {"w", "status", "code", "elapsed_ns"}}
-_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed|no_disk|no_link"
+_WORKLOAD_STATUS = re.compile(r"ok|exit|signal|timeout|exec_failed|setup_failed|no_disk|no_link|too_small"
                               r"|server_(?:exec_failed|port_busy|failed|not_ready|died)")
 # The statuses of a workload the agent did not run, which say why (agent/workload.c: not_run).
-_NOT_RUN = ("no_disk", "no_link")
+_NOT_RUN = ("no_disk", "no_link", "too_small")
 _REASON = re.compile(r"[A-Za-z0-9._+,/-]{1,95}")   # the agent's sanitize(), in its 96 bytes
 _ESCAPED = re.compile(r"(?:[!-$&-~]|%[0-9A-F]{2})+")    # a piece of output, %XX outside '!'..'~'
 
 
 def _check_workload(kind: str, fields: dict[str, str], payload: str) -> None:
-    # A workload not run for want of a disk or a network device says why (agent/workload.c: not_run).
+    # A workload not run for want of a disk, a network device, CPUs or memory says why (agent/workload.c: not_run).
     expected = _WORKLOAD_FIELDS[kind] | ({"reason"} if kind == "wl_end" and fields.get("status") in _NOT_RUN
                                          else set())
     if set(fields) != expected:

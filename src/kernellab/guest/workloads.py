@@ -57,7 +57,7 @@ from .records import Record
 # QEMU guest's forward on 127.0.0.1, a real machine's address.
 HostLink = Callable[[int], tuple[str, int]]
 
-MAGIC = "kernellab-workloads 4"
+MAGIC = "kernellab-workloads 5"
 # Where the initramfs holds them (agent/workload.h: WORKLOADS_PID1_FILE).
 INITRAMFS_DIR = "kernellab"
 INITRAMFS_FILE = f"{INITRAMFS_DIR}/workloads"
@@ -259,7 +259,8 @@ def encode(instances: Sequence[Instance]) -> bytes:
         # The command of one that talks to the host runs there (Reader): the agent gets no argv.
         host = w.client_on_host
         words += [inst.label, str(max(1, round(w.run.timeout_s * 1000))), "1" if w.needs.disk_mib else "0",
-                  "1" if host else "0", w.output.stream, str(len(files))]
+                  "1" if host else "0", str(w.needs.vcpus), str(w.needs.memory_mib), w.output.stream,
+                  str(len(files))]
         for name, content in files.items():
             words += [name, content]
         words += ["0"] if host else [str(len(argv)), *argv]
@@ -339,7 +340,7 @@ class Ended:
     """One workload of a run, as it ended: what the lab stores of it."""
     inst: Instance
     # ok, exit, signal, timeout, exec_failed, setup_failed, server_exec_failed, server_port_busy,
-    # server_failed, server_not_ready, server_died, no_disk, no_link (as the agent says),
+    # server_failed, server_not_ready, server_died, no_disk, no_link, too_small (as the agent says),
     # host_exit, host_signal, host_timeout, host_exec_failed, host_not_run (the host's command
     # of one that talks to the host), not_run (the run ended first, or the machine lacked
     # what it needs), unparsed (its output gave none of its metrics)
@@ -473,6 +474,8 @@ class Reader:
                 self._no_disk(got.inst, f["reason"])
             elif f["status"] == "no_link":
                 self._no_link(got.inst, f["reason"])
+            elif f["status"] == "too_small":
+                self._too_small(got.inst, f["reason"])
             else:
                 self._end(got, f["status"], int(f["code"]), int(f["elapsed_ns"]) / 1e9, self.hosts.pop(index, None))
 
@@ -549,6 +552,21 @@ class Reader:
                   f"up for it ({why}): not run")
         self._unavailable(inst, reason)
         self.ended(Ended(inst, "no_link", reason, None, ""))
+
+    def _too_small(self, inst: Instance, why: str) -> None:
+        """The agent did not run `inst`: the machine has fewer CPUs or less memory than it
+        needs (`why`: "vcpus_N" or "memory_mib_N", what the machine has). The host checks
+        first where it can know (experiments.lab); a LAVA board is known only from here."""
+        what, _, has = why.rpartition("_")
+        need = inst.workload.needs
+        if what == "vcpus" and has.isdigit():
+            reason = f"needs {need.vcpus} vCPUs, {self.where} has {has}"
+        elif what == "memory_mib" and has.isdigit():
+            reason = f"needs {need.memory_mib} MiB of memory, {self.where} has {has} MiB"
+        else:
+            reason = f"needs more of the machine than {self.where} has (the agent said {why!r})"
+        self._unavailable(inst, f"{reason}: not run")
+        self.ended(Ended(inst, "too_small", f"{reason}: not run", None, ""))
 
     def _end(self, got: _Running, status: str, code: int, elapsed_s: float,
              host: _HostCommand | str | None = None) -> None:

@@ -55,6 +55,9 @@ class Capabilities:
     # networking's port forward, on an arch whose profile names its net_device). Not a board
     # in a lab's rack.
     host_link: bool = False
+    # What its messages call the machine a run measures, where a run has no name for it of
+    # its own (a running machine's runs say which one: "this machine", "ssh://root@nas").
+    machine: str = "the guest"
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -132,7 +135,8 @@ class Capacity:
 @runtime_checkable
 class HasCapacity(Protocol):
     """A target that says what CPUs and memory its workloads get (a QEMU guest as the
-    variant boots it, a running machine as it is). A LAVA board's log says nothing of it."""
+    variant boots it, a running machine as it is). A LAVA board's log says nothing of it: there
+    the agent checks (agent/workload.c: too_small)."""
 
     def capacity(self) -> Capacity: ...
 

@@ -187,7 +187,8 @@ def _timestamp(value: object) -> datetime.datetime | None:
 # job's log afterwards (`kernellab lava-job`, then `kernellab import-lava`), it starts nothing.
 # Its workloads run from the userland segment of the job's ramdisk, as in a QEMU guest, but
 # the board has no disk kernellab attaches and no link from this machine (registry.refusal).
-CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=False, live=False)
+CAPABILITIES = Capabilities(boots_kernels=True, measures_running=False, deterministic=False, live=False,
+                            machine="the board")
 
 
 class LavaSite:
