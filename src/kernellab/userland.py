@@ -140,14 +140,20 @@ def wanted(instances: Iterable[Instance]) -> Wanted:
     return Wanted(tuple(sorted(packages)), tuple(sorted(programs)), tuple(sorted(uses)))
 
 
+def has_debian(profile: ArchProfile) -> bool:
+    """Whether Debian 12 has a release for the profile's arch, whose packages a guest's
+    userland comes from (else its workloads' programs are built: kernellab.staticbuild)."""
+    return profile.name in DEBIAN
+
+
 def debian_arch(profile: ArchProfile) -> tuple[str, str]:
     """The Debian architecture and multiarch triplet of a profile; a one-line LabError where
     Debian 12 has none."""
     found = DEBIAN.get(profile.name)
     if found is None:
         raise LabError(f"{profile.name} has no Debian 12 userland (Debian 12 has no 32-bit PowerPC release): "
-                       "a workload runs there only from static programs of your own: `binaries = [...]` "
-                       "in its workload file")
+                       "a workload runs there only from static programs: your own (`binaries = [...]` in its "
+                       "workload file) or built by kernellab from Debian's source package (a `[static]` table)")
     return found
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arches, prebuilt, progress, sources, targets, userland
+from .. import arches, prebuilt, progress, sources, staticbuild, targets, userland
 from .. import build as builder
 from .. import toolchain as toolchains
 from ..agent.compile import CrossTarget, agent_binary, cross_targets
@@ -256,13 +256,52 @@ def initramfs_for(p: Prepared, workloads: tuple[Instance, ...] = ()) -> Path:
     ABI (ppc44x and ppc32 run the ppc32 agent), and the agent needs a C library the
     kernel's compiler may lack."""
     p.profile.require_machine()  # a build-only arch has no guest to run the agent in
-    extra = guest_workloads.initramfs_files(workloads) if workloads else None
+    packaged, from_source = guest_programs(workloads, p.profile)
+    # Programs built from Debian's source go where the user's own do (bin/, found first).
+    built = staticbuild.programs(from_source, p.profile) if from_source else None
+    extra = guest_workloads.initramfs_files(workloads, built) if workloads else None
     initrd = agent_initramfs(agent_binary(_cross_target(p.profile).cc, p.profile.agent_arch), p.modules, extra)
-    if workloads and userland.wanted(workloads).packages:
+    if userland.wanted(packaged).packages:
         # Debian's programs for the guest's arch, and the libraries they load, unpacked by
         # the kernel from a segment after the agent's (the agent looks them up on PATH).
-        initrd = with_segments(initrd, [userland.segment(workloads, p.profile)])
+        initrd = with_segments(initrd, [userland.segment(packaged, p.profile)])
     return initrd
+
+
+def guest_programs(workloads: tuple[Instance, ...],
+                   profile: arches.ArchProfile) -> tuple[tuple[Instance, ...], tuple[Instance, ...]]:
+    """Where a guest of `profile` gets the programs of `workloads` from, besides their own
+    `binaries`: (those whose programs come from Debian's packages, kernellab.userland; those
+    kernellab builds statically from Debian's source packages, kernellab.staticbuild). The
+    second are the workloads with a [static] recipe on an arch Debian 12 has no release for:
+    the one place that is decided."""
+    if userland.has_debian(profile):
+        return workloads, ()
+    return (tuple(i for i in workloads if i.workload.static is None),
+            tuple(i for i in workloads if i.workload.static is not None))
+
+
+def check_guest_programs(workloads: tuple[Instance, ...], profile: arches.ArchProfile) -> None:
+    """Refuse, in one line before anything is built, workloads a guest of `profile` could
+    not get the programs of (guest_programs): Debian packages where Debian 12 has no
+    release, a program a [static] build does not make."""
+    packaged, from_source = guest_programs(workloads, profile)
+    if userland.wanted(packaged).packages:
+        userland.debian_arch(profile)
+    staticbuild.check(from_source, profile)
+
+
+def guest_packages(workloads: tuple[Instance, ...], profile: arches.ArchProfile) -> guest_workloads.Packages:
+    """Where the programs of a guest's workloads came from (for their provenance), as the
+    cache remembers it: the packages of its Debian userland, the source packages of those
+    kernellab built (guest_programs). Never assembles nor builds."""
+    packaged, from_source = guest_programs(workloads, profile)
+    debian = userland.installed(packaged, profile)
+    if not from_source:
+        return debian
+    built = staticbuild.installed(from_source, profile)
+    return guest_workloads.Packages({**debian.versions, **built.versions}, {**debian.programs, **built.programs},
+                                    {**debian.unknown, **built.unknown}, {**debian.built, **built.built})
 
 
 def bootable(p: Prepared, build: Build | None) -> Build | None:
@@ -524,7 +563,7 @@ def _workload_reader(options: RunOptions, instances: tuple[Instance, ...], sink:
     # A guest runs the programs of the userland kernellab assembled; a machine its own; the
     # host's command of a workload that talks to the host is this machine's.
     if target.capabilities.agent != "program":
-        guest = userland.installed(options.workloads, p.profile)
+        guest = guest_packages(options.workloads, p.profile)
     elif isinstance(target, targets.MachinePrograms):
         guest = target.installed(options.workloads)
     else:

@@ -118,10 +118,16 @@ def check_workloads(placement: Placement | None, instances: Sequence[Instance], 
     command's target (QEMU TCG when it names none) cannot give in `mode`: files on a guest's
     disk (wall mode: targets.qemu.check_disk_room) the host has no room for, too, and a link
     from the host where a guest of one of `arch_names` has no NIC (targets.qemu.net_device)
-    or the host no program for its side (guest.workloads.check_host_programs). A machine's
-    room is asked at each run (lab.run): a workload it cannot hold is not available then."""
+    or the host no program for its side (guest.workloads.check_host_programs), and, where
+    kernellab makes the guest's initramfs, a workload whose programs a guest of one of
+    `arch_names` cannot get (lab.check_guest_programs). A machine's room is asked at each
+    run (lab.run): a workload it cannot hold is not available then."""
     site = placement.site if placement is not None else lab.default_site()
     registry.check_workloads(site.spec, site.capabilities, instances, mode)
+    if site.capabilities.agent == "init":
+        for profile in (arches.load(a) for a in dict.fromkeys(arch_names)):
+            if not profile.build_only:
+                lab.check_guest_programs(tuple(instances), profile)
     if site.capabilities.disks and not modes.get(mode).deterministic:
         check_disk_room(instances)
     linked = next((i for i in instances if i.workload.client_on_host), None)

@@ -141,6 +141,9 @@ class Packages:
     versions: Mapping[str, str] = field(default_factory=dict)
     programs: Mapping[str, str] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)   # program -> why no package versions it
+    # program -> the compiler kernellab built it with from its package, a Debian source
+    # package (kernellab.staticbuild): "powerpc-linux-gnu-gcc 12.2.0"
+    built: Mapping[str, str] = field(default_factory=dict)
 
 
 def machine_programs(instances: Sequence[Instance]) -> tuple[list[str], dict[str, str]]:
@@ -184,6 +187,9 @@ class Provenance:
     # Its command ran on the host, kernellab's machine, against its server on `target`
     # (needs.network = "host"): the program and version are the host's.
     command_on_host: bool = False
+    # The compiler kernellab built the program with, statically, from `package`, Debian's
+    # source package (kernellab.staticbuild); "": it ran as its package or machine has it.
+    built_with: str = ""
 
     @classmethod
     def of(cls, inst: Instance, target: str | None = None, guest: Packages = Packages()) -> Provenance:
@@ -195,7 +201,8 @@ class Provenance:
                    tuple(inst.workload.packages), version, package,
                    {p: guest.versions[p] for p in inst.workload.packages if p in guest.versions}, target,
                    dict(inst.params), inst.workload.fixed_work, inst.workload.why,
-                   "" if version else guest.unknown.get(argv[0], ""), inst.workload.client_on_host)
+                   "" if version else guest.unknown.get(argv[0], ""), inst.workload.client_on_host,
+                   guest.built.get(argv[0], "") if package else "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
@@ -205,20 +212,24 @@ class Provenance:
                    tuple(data.get("packages") or ()), data.get("version"), data.get("package"),
                    dict(data.get("package_versions") or {}), data.get("target"), dict(data.get("params") or {}),
                    bool(data.get("fixed_work", False)), data.get("why", ""), data.get("version_unknown", ""),
-                   bool(data.get("command_on_host", False)))
+                   bool(data.get("command_on_host", False)), str(data.get("built_with") or ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "label": self.label, "origin": self.origin, "program": self.program,
                 "version": self.version, "package": self.package, "packages": list(self.packages),
                 "package_versions": dict(self.package_versions), "argv": list(self.argv), "target": self.target,
                 "params": dict(self.params), "fixed_work": self.fixed_work, "why": self.why,
-                "version_unknown": self.version_unknown, "command_on_host": self.command_on_host}
+                "version_unknown": self.version_unknown, "command_on_host": self.command_on_host,
+                **({"built_with": self.built_with} if self.built_with else {})}
 
     def program_version(self) -> str:
         """The program, its version (or why it is not known) and the Debian package it came
         from: the words every view gives them in (this line, a cross-check's table)."""
         unknown = f": {self.version_unknown}" if self.version_unknown else ""
         version = f" {self.version}" if self.version else f" (version not known{unknown})"
+        if self.built_with:
+            return (f"{self.program}{version}, built statically by kernellab from Debian's source package "
+                    f"{self.package} with {self.built_with}")
         source = f" from Debian's {self.package}" if self.package else ""
         return f"{self.program}{version}{source}"
 
@@ -281,21 +292,24 @@ def _server_words(inst: Instance) -> list[str]:
             server.stop_signal, str(round(server.stop_grace_s * 1000))]
 
 
-def binaries(instances: Sequence[Instance]) -> dict[str, Path]:
-    """The user's own programs of every instance: file name -> path on the host."""
+def binaries(instances: Sequence[Instance], built: Mapping[str, Path] | None = None) -> dict[str, Path]:
+    """The static programs of every instance: the user's own, and those kernellab `built`
+    for them (kernellab.staticbuild: file name -> path); file name -> path on the host."""
     out: dict[str, Path] = {}
-    for inst in instances:
-        for name, path in binary_paths(inst.loaded).items():
-            if out.setdefault(name, path).resolve() != path.resolve():
-                raise LabError(f"two workloads bring a program named {name} ({out[name]} and {path}): rename one")
+    found = [*((n, p) for inst in instances for n, p in binary_paths(inst.loaded).items()), *(built or {}).items()]
+    for name, path in found:
+        if out.setdefault(name, path).resolve() != path.resolve():
+            raise LabError(f"two workloads bring a program named {name} ({out[name]} and {path}): rename one")
     return out
 
 
-def initramfs_files(instances: Sequence[Instance]) -> dict[str, tuple[int, bytes]]:
-    """The workloads' part of the initramfs: the file the agent reads and its bin/."""
+def initramfs_files(instances: Sequence[Instance],
+                    built: Mapping[str, Path] | None = None) -> dict[str, tuple[int, bytes]]:
+    """The workloads' part of the initramfs: the file the agent reads and its bin/, with the
+    programs kernellab `built` for them (file name -> path) beside the user's own."""
     files = {INITRAMFS_DIR: (0o040755, b""), INITRAMFS_FILE: (0o100644, encode(instances)),
              f"{INITRAMFS_DIR}/bin": (0o040755, b"")}
-    for name, path in binaries(instances).items():
+    for name, path in binaries(instances, built).items():
         files[f"{INITRAMFS_DIR}/bin/{name}"] = (0o100755, path.read_bytes())
     return files
 

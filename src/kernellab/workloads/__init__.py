@@ -193,6 +193,45 @@ class Sample:
     params: dict[str, str] = field(default_factory=dict)   # the variant it is the output of
 
 
+# The placeholders of a [static] recipe's words: the compiler of the arch's agent build
+# (agent/cross.toml), its prefix ("powerpc-linux-gnu-": strip, ar...), and how many jobs make may run.
+STATIC_CONTEXT = ("cc", "cross_prefix", "jobs")
+
+
+@dataclass(frozen=True)
+class Static:
+    """How kernellab builds the workload's programs statically from Debian's source package,
+    for a guest whose arch Debian 12 has no userland for (kernellab.staticbuild)."""
+
+    source: str                          # the Debian source package
+    # The build: argv lists run one after the other in the unpacked source tree, never
+    # through a shell; each word may hold the STATIC_CONTEXT placeholders.
+    build: tuple[tuple[str, ...], ...]
+    programs: tuple[str, ...]            # what it builds: paths relative to the tree, each a program in the guest
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", self.source):
+            raise ValueError(f"static: source {self.source!r} is not a Debian source package's name")
+        if not self.build or any(not argv or not argv[0] for argv in self.build):
+            raise ValueError("static: build is a list of commands, each a non-empty argv list")
+        for word in (w for argv in self.build for w in argv):
+            unknown = [n for n in PLACEHOLDER.findall(word) if n not in STATIC_CONTEXT]
+            if unknown or "\0" in word:
+                raise ValueError(f"static: build word {word!r}: " + (
+                    f"{{{unknown[0]}}} is not a placeholder of a build ({', '.join(STATIC_CONTEXT)})"
+                    if unknown else "it holds a NUL character"))
+        if not self.programs:
+            raise ValueError("static: programs is empty: name what the build makes")
+        for program in self.programs:
+            parts = PurePosixPath(program).parts
+            if not parts or program.startswith("/") or ".." in parts or "\0" in program:
+                raise ValueError(f"static: program {program!r} must be a path relative to the source tree, "
+                                 "without '..'")
+        names = [PurePosixPath(p).name for p in self.programs]
+        if len(set(names)) != len(names):
+            raise ValueError("static: two programs of the same file name")
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -216,6 +255,8 @@ class Workload:
     # Static programs of the user's own, copied into the guest's bin directory (found before
     # PATH): paths relative to the file's directory, or absolute.
     binaries: tuple[str, ...] = ()
+    # How kernellab builds its programs where Debian 12 has no userland (32-bit PowerPC).
+    static: Static | None = None
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
@@ -240,6 +281,9 @@ class Workload:
             raise ValueError("binaries: give the path of each program file")
         if len(set(names)) != len(names):
             raise ValueError("binaries: two programs of the same file name")
+        built = {PurePosixPath(p).name for p in self.static.programs} if self.static else set()
+        if built & set(names):
+            raise ValueError(f"binaries and static both give {sorted(built & set(names))[0]}: keep one")
         for used in self.uses:
             plain = "/" not in used and used not in ("", ".", "..")
             absolute = used.startswith("/") and ".." not in used.split("/")
