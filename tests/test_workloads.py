@@ -110,6 +110,15 @@ def test_the_metrics_speak_the_catalogs_vocabulary():
 
 # -- parameters and the command
 
+
+def test_a_metrics_label_has_its_placeholders_filled_as_its_name_has():
+    """fio's p99 says which access it is ("randread completion latency ..."), never "{rw} ..."."""
+    [p99] = [m for m in workloads.resolve("fio:rw=randwrite").metrics() if m.name.endswith("_clat_p99")]
+    assert (p99.name, p99.label) == ("randwrite_clat_p99", "randwrite completion latency, 99th percentile")
+    assert all("{" not in m.label for spec in ("fio", "redis", "stress-ng", "hackbench")
+               for m in workloads.resolve(spec).metrics())
+
+
 def test_a_variant_fills_the_command_with_checked_parameters():
     inst = workloads.resolve("fio:bs=1M,rw=write,io=direct")
     argv = inst.argv("/scratch")

@@ -464,7 +464,7 @@ class Instance:
         for m in self.workload.metric:
             if all(self.params[k] in values for k, values in m.when.items()):
                 out.append(ResolvedMetric(
-                    _fill(m.name, self.params), m.unit, m.better, m.label or _fill(m.name, self.params),
+                    _fill(m.name, self.params), m.unit, m.better, _fill(m.label or m.name, self.params),
                     _fill(m.path, self.params), _fill(m.regex, self.params, escape=True), m.scale, m.modes,
                     (*self.workload.needs.kernel, *m.needs), m.name))
         names = [m.name for m in out]
