@@ -4,6 +4,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import tempfile
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,3 +178,13 @@ def mark_used(entry: Path) -> Path:
     with contextlib.suppress(OSError):   # a cache entry another user owns: still used, only not dated
         os.utime(entry)
     return entry
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """`target` holds `data` whole or not at all (a temporary file beside it, renamed): a
+    reader, or a run that died midway, never sees half a cache file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        os.fchmod(f.fileno(), 0o644)
+    os.replace(tmp, target)

@@ -132,16 +132,8 @@ def build(recipe: Static, profile: ArchProfile, refresh: bool = False) -> Built:
         built = _build(recipe, profile, target, top, refresh)
     [directory] = {path.parent.name for path in built.programs.values()}
     remembered = {**asdict(built), "directory": directory, "programs": sorted(built.programs)}
-    _write_atomically(_request_file(recipe, target), json.dumps(remembered, indent=1))
+    paths.write_atomically(_request_file(recipe, target), json.dumps(remembered, indent=1).encode())
     return built
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        os.fchmod(f.fileno(), 0o644)
-    os.replace(tmp, target)
 
 
 # -- what is remembered ----------------------------------------------------------------------------

@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -176,7 +175,7 @@ def assemble(instances: Sequence[Instance], profile: ArchProfile, compression: C
         if found is not None:
             return found
     built = _build(arch, triplet, want, compression, refresh)
-    _write_atomically(remembered, json.dumps({**asdict(built), "segment": built.segment.name}, indent=1).encode())
+    paths.write_atomically(remembered, json.dumps({**asdict(built), "segment": built.segment.name}, indent=1).encode())
     return built
 
 
@@ -252,7 +251,7 @@ def _build(arch: str, triplet: str, want: Wanted, compression: Compression, refr
     if not target.is_file():
         cpio = build_cpio({name: (mode, data()) for name, (mode, data) in files.items()})
         # mtime 0: the same files make the same bytes.
-        _write_atomically(target, gzip.compress(cpio, compresslevel=6, mtime=0) if compression == "gzip" else cpio)
+        paths.write_atomically(target, gzip.compress(cpio, compresslevel=6, mtime=0) if compression == "gzip" else cpio)
     versions = {name: _version(deb) for name, deb in sorted(debs.items())}
     return Userland(arch, target, compression, target.stat().st_size, unpacked, versions, programs,
                     tuple(sorted(files)), origins)
@@ -545,14 +544,6 @@ class _Reader:
 
     def __call__(self) -> bytes:
         return self.source.read_bytes() if self.source else (self.target or self.text).encode()
-
-
-def _write_atomically(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        os.fchmod(f.fileno(), 0o644)
-    os.replace(tmp, target)
 
 
 def summary(userland: Userland) -> dict[str, object]:
