@@ -104,3 +104,26 @@ def test_a_failed_compile_is_one_line_naming_the_first_error(agent_copy, tmp_pat
     message = str(exc.value)
     assert message.startswith("compiling the agent with gcc failed: ") and "\n" not in message
     assert "error:" in message
+
+
+@pytest.mark.lab   # two compiles of the agent
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_a_command_measures_with_the_agent_it_started_with_when_the_sources_change(agent_copy, tmp_path,
+                                                                                   monkeypatch):
+    """A long command (a study's sweep) whose package sources change under it (an upgrade, an
+    edit in a working tree) keeps its first agent: under icount the binary itself moves
+    figures. The next command takes the new one; a pinned binary pruned meanwhile is one line."""
+    monkeypatch.setattr(agent_compile, "AGENT_DIR", agent_copy)
+    monkeypatch.setenv("KERNELLAB_CACHE", str(tmp_path / "cache"))
+    header = agent_copy / "util.h"
+    with agent_compile.one_agent():
+        first = agent_compile.agent_binary()
+        header.write_text(header.read_text() + "\n/* changed while the command ran */\n")
+        assert agent_compile.agent_binary() == first
+    second = agent_compile.agent_binary()
+    assert second != first and second.is_file()
+    with agent_compile.one_agent():
+        assert agent_compile.agent_binary() == second
+        second.unlink()
+        with pytest.raises(LabError, match="the agent this command started with .* is gone from the cache"):
+            agent_compile.agent_binary()

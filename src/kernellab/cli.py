@@ -41,6 +41,7 @@ from . import (
     userland,
     workloads,
 )
+from .agent import compile as agent_compile
 from .build import build_key, build_tree, cached_build, record_objects_late
 from .config import audit, diff, explain, kconfig
 from .config.dotconfig import differing
@@ -1804,7 +1805,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         reaper.reap(_log)   # what a kernellab killed outright left running
         # The workloads' metrics a command registers are its own: gone when it ends.
-        with paths.in_use(), progress.display(), metric_catalog.command_scope():
+        # One agent for the whole command, whatever happens to its sources meanwhile.
+        with paths.in_use(), progress.display(), metric_catalog.command_scope(), agent_compile.one_agent():
             code: int = args.func(args)
         sys.stdout.flush()   # a full disk says so now, not in the interpreter's exit
         return code

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,8 +41,41 @@ def cache_key(compiler_version: str, files: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+# The agent a command measures with, per compiler and arch: the first it asked for, kept for
+# the rest of the command (one_agent). Under icount a figure depends on the agent binary
+# itself (88 bytes more moved fork+exit on one kernel by 5.4%), so a source that changes
+# under a long command (an upgrade, an edit in a working tree) must not give half its runs
+# another instrument. None: outside a command (tests, Dask workers), every call as asked.
+_pinned: dict[tuple[str, str], Path] | None = None
+
+
+@contextlib.contextmanager
+def one_agent() -> Iterator[None]:
+    """Within: agent_binary gives each compiler and arch the binary of its first call."""
+    global _pinned
+    saved, _pinned = _pinned, {}
+    try:
+        yield
+    finally:
+        _pinned = saved
+
+
 def agent_binary(cc: str = "gcc", arch_id: str = "x86_64") -> Path:
-    """Return the agent compiled by `cc`, compiling it only if a source, header or the compiler changed."""
+    """Return the agent compiled by `cc`, compiling it only if a source, header or the compiler
+    changed; within one_agent, the binary this command took first."""
+    pinned = _pinned.get((cc, arch_id)) if _pinned is not None else None
+    if pinned is not None:
+        if not pinned.exists():
+            raise LabError(f"the agent this command started with ({pinned.name}) is gone from the cache "
+                           "(pruned?): run the command again")
+        return paths.mark_used(pinned)
+    binary = _agent_binary(cc, arch_id)
+    if _pinned is not None:
+        _pinned[(cc, arch_id)] = binary
+    return binary
+
+
+def _agent_binary(cc: str, arch_id: str) -> Path:
     require_tool(cc)
     version = run_checked([cc, "--version"], f"{cc} --version").splitlines()[0]
     files = sources()
