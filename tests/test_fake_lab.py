@@ -382,6 +382,19 @@ def test_sweep_runs_the_cheapest_flips_first(lab, capsys):
                        "CONFIG_DEBUG_LIST": pytest.approx(1.0)}
 
 
+def test_a_sweep_judges_its_flips_by_the_noise_floor_as_compare_judges_a_cell(lab, capsys):
+    """--noise-floor: DEBUG_LIST's +1% syscall.null is no difference within a 2% floor, as a
+    compare cell of the same figures would be; FAKE_SLOW's +25% still is one."""
+    floor = lab.tmp / "floor.toml"
+    floor.write_text('[floor]\n"syscall.null" = 2.0\n')
+    assert lab.main("sweep", "tinyconfig+CONFIG_DEBUG_KERNEL=y", "--toggle", "DEBUG_LIST,FAKE_SLOW",
+                    "--metric", "syscall.null", "--noise-floor", str(floor), "--format", "json") == 0
+    flips = json.loads(capsys.readouterr().out)["flips"]
+    verdicts = {f["option"]: f["effects"]["syscall.null"]["verdict"] for f in flips}
+    assert verdicts["CONFIG_DEBUG_LIST"]["reason"] == "within the metric's noise floor (2.0%)"
+    assert verdicts["CONFIG_DEBUG_LIST"]["kind"] != verdicts["CONFIG_FAKE_SLOW"]["kind"]
+
+
 def test_a_flip_is_as_wide_as_what_it_brings_along(lab, capsys):
     """No object of the build names PROVE_LOCKING, but it selects DEBUG_SPINLOCK, which
     every object that includes <linux/spinlock.h> depends on: it goes after

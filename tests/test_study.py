@@ -463,6 +463,27 @@ def test_the_full_form_names_the_options_responsible_with_a_sweep(lab, capsys):
     assert quick["sweeps"] == {} and "the sweep that names the options responsible" in quick["left_out"]
 
 
+def test_a_studys_noise_floor_judges_its_sweeps_flips_as_its_tables(lab, capsys):
+    """--noise-floor decides once whether a change counts, for the tables and the sweep alike:
+    FAKE_SLOW's +25% is a difference without a floor, and no difference within one of 30%."""
+    floor = lab.tmp / "floor.toml"
+    floor.write_text('[floor]\n"syscall.null" = 30.0\n')
+    plain, _ = run_study(lab, capsys, study_file(lab, text=SWEPT))
+    floored, _ = run_study(lab, capsys, study_file(lab, text=SWEPT), "--noise-floor", str(floor))
+
+    def slow(report):
+        (sweep,) = report["sweeps"].values()
+        [flip] = [f for f in sweep["flips"] if f["option"] == "CONFIG_FAKE_SLOW"]
+        return flip["effects"]["syscall.null"]
+
+    assert slow(plain)["delta_pct"] == slow(floored)["delta_pct"] == pytest.approx(25.0)
+    (sweep,) = floored["sweeps"].values()
+    [none] = [f["effects"]["syscall.null"]["verdict"] for f in sweep["flips"] if f["option"] == "CONFIG_FAKE_BSS_KB"]
+    assert slow(plain)["verdict"]["kind"] != none["kind"]       # a difference, without the floor
+    assert slow(floored)["verdict"]["kind"] == none["kind"]     # as a flip with no effect, within it
+    assert slow(floored)["verdict"]["reason"] == "within the metric's noise floor (30.0%)"
+
+
 def test_a_study_sweeps_both_ways_each_sweep_reported_under_its_title(lab, capsys):
     """The cost table's method: each option switched on from the lean kernel, and off from
     the other one."""

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import copy
 import csv
+import dataclasses
 import datetime
 import functools
 import gc
@@ -520,9 +521,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             placement.adapt(v)
         base = good
         flips = differing(placement.prepare(good).config.values, placement.prepare(bad).config.values)
+    noise = _floor_for(args, base)   # each flip judged as compare judges a cell
     with _cluster(args) as cluster:
         result = sweep.sweep(store, base, flips, metrics, modes.get(args.mode or placement.default_mode()), args.runs,
-                             log=_log, cluster=cluster, placement=placement, workloads=run_workloads)
+                             log=_log, cluster=cluster, placement=placement, workloads=run_workloads, floor=noise)
     _output(kinds.get("sweep").render(result.to_dict(), args.format), None)
     return 0
 
@@ -818,6 +820,7 @@ def cmd_study_run(args: argparse.Namespace) -> int:
     s = study.load(args.study)
     floor = conclusion.load_floor(Path(args.noise_floor)) if args.noise_floor else model.NoiseFloor()
     how = study.plan(s, args.arch, args.mode, args.runs, args.quick, args.timeout, args.vcpus, args.workload)
+    how = dataclasses.replace(how, floor=floor)   # the sweeps' flips judged as the tables are
     placement = _placement(args)
     if args.format == "results" and not how.sweeps():
         raise LabError(f"--format results writes what a study's sweeps measured, and this run of {s.name} has none "
@@ -1488,6 +1491,7 @@ def parser() -> argparse.ArgumentParser:
     workload_opt(sw, ", which --metric may name")
     mode_opt(sw, None)
     runs_opt(sw, f"boots per variant (default {modes.get(modes.DEFAULT).runs} in {modes.DEFAULT}, {wall.runs} in wall)")
+    floor_opt(sw)
     format_opt(sw, "table", "json", "html")
     variant_opts(sw)
     target_opts(sw, accel="tcg")

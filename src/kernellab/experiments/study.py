@@ -25,7 +25,7 @@ from ..errors import LabError, did_you_mean
 from ..guest import workloads as guest_workloads
 from ..metrics.catalog import catalog, metric_hint
 from ..proc import require_tool
-from ..report.model import VariantRecord, build_report
+from ..report.model import NoiseFloor, VariantRecord, build_report
 from ..store import Store
 from ..targets.registry import Ask
 from ..workloads import Instance
@@ -257,6 +257,8 @@ class StudyPlan:
     # this run adds (--workload, in `added`), resolved and their metrics registered.
     workloads: tuple[Instance, ...] = ()
     added: tuple[Instance, ...] = ()
+    # --noise-floor: judges the sweeps' flips as the report judges its tables.
+    floor: NoiseFloor = field(default_factory=NoiseFloor)
 
     def changed(self) -> list[str]:
         """What this run does differently from the study file: said in its report."""
@@ -409,7 +411,7 @@ def _sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Callable[[s
     """The sweep's probes boot where the study's variants did (`placement`; None: QEMU TCG)."""
     ask = _sweep_ask(p, s, arch, log, placement)
     result = sweep.sweep(store, ask.good, ask.flips, s.metrics, ask.mode, p.runs, log=log, cluster=cluster,
-                         placement=placement, workloads=p.workloads).to_dict()
+                         placement=placement, workloads=p.workloads, floor=p.floor).to_dict()
     return _study_sweep(result, arch, s, ask)
 
 
@@ -597,7 +599,7 @@ def _stored_sweep(p: StudyPlan, s: SweepPart, arch: str, store: Store, log: Call
             lacking.append(f"{option}={value}")
             continue
         flips.append(sweep.measured_flip(sweep.Flip(option, value, radius), base, baseline, probe, store, ask.good,
-                                         ask.mode.name))
+                                         ask.mode.name, p.floor))
         run_ids.extend(probe.run_ids)
     missing.sweeps[label] = lacking
     # The workloads its stored runs ran, as the sweep that measured them said.

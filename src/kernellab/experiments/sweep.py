@@ -22,13 +22,15 @@ from ..errors import LabError
 from ..guest import vulnerabilities
 from ..guest.workloads import Provenance, provenances
 from ..knowledge import flaws_by_option
-from ..report.model import judge_probes
+from ..report.model import NoiseFloor, judge_probes
 from ..store import Store
 from ..workloads import Instance
 from . import cluster_probe, executor, lab
 from .placement import Placement
 from .probe import Probe, Prober
 from .spec import VariantSpec
+
+NO_FLOOR = NoiseFloor()   # every exact difference counts
 
 
 @dataclass
@@ -88,8 +90,10 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
           mode: modes.Mode, runs: int | None = None,
           log: Callable[[str], None] = print, cluster: executor.Cluster | None = None,
           placement: Placement | None = None, workloads: tuple[Instance, ...] = (),
-          command: str = "sweep", measured_only: bool = False) -> SweepResult:
+          command: str = "sweep", measured_only: bool = False, floor: NoiseFloor = NO_FLOOR) -> SweepResult:
     """Each flip on its own from `base`; on a Dask cluster the flips build and boot at once.
+    `floor`: the change below which a flip's effect is no difference (model.verdict), as in
+    every other view of the same figures.
     `workloads`: real programs each probe runs, for the WORKLOAD.METRIC names in `metrics`.
     `command`: whose probes these are, for a target's refusal. `measured_only`: `metrics`
     are candidates, those the baseline's kernel does not measure left out (the noise
@@ -116,7 +120,7 @@ def sweep(store: Store, base: VariantSpec, flips: dict[str, str], metrics: list[
         def flipped(probe: Probe) -> None:
             option = asks[probe.label]
             flip = measured_flip(Flip(option, flips[option], costs[option]), prepared.config.values, baseline,
-                                 probe, store, base, mode.name)
+                                 probe, store, base, mode.name, floor)
             log(f"flip {option}={flips[option]}: " + (f"built in {flip.build_s + flip.copy_s:.0f} s" if flip.built
                                                       else "cached")
                 + f" (~{flip.rebuild_objects} objects depend on it and what it brings along), "
@@ -143,7 +147,7 @@ def cheapest_first(prober: Prober, base: dict[str, str], flips: dict[str, str]) 
 
 
 def measured_flip(flip: Flip, base: dict[str, str], baseline: Probe, probe: Probe, store: Store,
-                  spec: VariantSpec, mode: str) -> Flip:
+                  spec: VariantSpec, mode: str, floor: NoiseFloor = NO_FLOOR) -> Flip:
     """`flip` as its probe measured it against the baseline's (both on the base `spec`, whose
     resolved config is `base`): what the kernel really built (the flip, what came with it,
     what it refused), the CPU flaws it touches and those no run's CPU had, and its effects
@@ -160,5 +164,5 @@ def measured_flip(flip: Flip, base: dict[str, str], baseline: Probe, probe: Prob
                                      *vulnerabilities.built_by(touched)]))
     flip.not_affected = vulnerabilities.inactive(
         [store.run_vulnerabilities(r) for r in baseline.run_ids + probe.run_ids], flip.flaws, spec.boot_words())
-    flip.effects = judge_probes(baseline.runs, probe.runs, mode)
+    flip.effects = judge_probes(baseline.runs, probe.runs, mode, floor)
     return flip
