@@ -299,3 +299,41 @@ def test_a_profile_boots_on_the_target_with_its_agent_and_its_running_kernels_co
     assert lab.main(*args) == 0
     assert [k["run"] for k in json.loads(capsys.readouterr().out)["kernels"]] == [k["run"] for k in kernels]
     assert len(asked) == 2
+
+
+def test_a_sweep_and_a_compare_judge_by_the_floor_of_the_target_machines_running_kernel(lab, capsys, machine,
+                                                                                       monkeypatch):
+    """`running` is the target machine's kernel everywhere a command prepares it, the noise
+    floor it looks up included: this machine's kernel (another release, another config) is
+    never read. The floor measured for the machine's kernels (30% for syscall.null) makes the
+    flip's 25% no difference."""
+    from kernellab import targets
+    from kernellab.experiments import floor
+    from kernellab.experiments import placement as placing
+    from kernellab.experiments.spec import parse_short
+    from kernellab.targets import TargetOptions
+    opened = targets.open
+
+    def no_local(spec, *args, **kwargs):
+        if spec == "local":
+            raise AssertionError("this machine's kernel was read for a command on --target fakemachine:x")
+        return opened(spec, *args, **kwargs)
+    monkeypatch.setattr(targets, "open", no_local)
+    base = parse_short("running+CONFIG_DEBUG_KERNEL=y", str(machine), "x86_64")
+    prepared = placing.Placement(TargetOptions("fakemachine:x"), lambda line: None).prepare(base)
+    floor.save(prepared, floor.Floor("running", "icount", {"syscall.null": 30.0}, {"syscall.null": "CONFIG_X"},
+                                     ["CONFIG_X"], "by the test"))
+    assert lab.main("sweep", "running+CONFIG_DEBUG_KERNEL=y", "--toggle", "FAKE_SLOW", "--metric", "syscall.null",
+                    "--source", str(machine), "--format", "json", "--target", "fakemachine:x") == 0, \
+        capsys.readouterr().err
+    (flip,) = json.loads(capsys.readouterr().out)["flips"]
+    effect = flip["effects"]["syscall.null"]
+    assert (flip["option"], flip["value"]) == ("CONFIG_FAKE_SLOW", "n")
+    assert effect["delta_pct"] == pytest.approx(-20.0)
+    assert effect["verdict"]["kind"] == "no difference" and effect["verdict"]["floor_pct"] == 30.0, effect
+    out = lab.tmp / "compare.json"
+    assert lab.main("compare", "a=running+CONFIG_DEBUG_KERNEL=y", "b=running+CONFIG_FAKE_SLOW=n",
+                    "--metric", "syscall.null", "--source", str(machine), "--format", "json", "-o", str(out),
+                    "--target", "fakemachine:x") == 0, capsys.readouterr().err
+    null = next(m for m in json.loads(out.read_text())["metrics"] if m["name"] == "syscall.null")
+    assert null["verdict"]["b"]["kind"] == "no difference" and null["verdict"]["b"]["floor_pct"] == 30.0, null

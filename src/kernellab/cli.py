@@ -151,10 +151,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rules = _gate_rules(args, only)
     if rules:   # before anything is measured: a gate with nothing to compare never passes
         gate.need_a_comparison(len(exp.variants))
-    noise = _floor_for(args, exp.variants[0] if exp.variants else None)
+    placement = _placement(args)
+    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, placement,
+                       run_workloads, only)   # adapts the variants to the target
+    noise = _floor_for(args, placement, exp.variants[0] if exp.variants else None)
     store = _store(args)
-    how = compare.plan(exp, args.mode, args.runs, args.max_runs, args.timeout, args.initcalls, _placement(args),
-                       run_workloads, only)
     with _cluster(args) as cluster:
         report, failures = (compare.run_experiment(exp, store, how, log=_log) if cluster is None
                             else executor.run_experiment(exp, store, how, cluster, log=_log))
@@ -521,7 +522,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             placement.adapt(v)
         base = good
         flips = differing(placement.prepare(good).config.values, placement.prepare(bad).config.values)
-    noise = _floor_for(args, base)   # each flip judged as compare judges a cell
+    noise = _floor_for(args, placement, base)   # each flip judged as compare judges a cell
     with _cluster(args) as cluster:
         result = sweep.sweep(store, base, flips, metrics, modes.get(args.mode or placement.default_mode()), args.runs,
                              log=_log, cluster=cluster, placement=placement, workloads=run_workloads, floor=noise)
@@ -548,12 +549,13 @@ def cmd_noise_floor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _floor_for(args: argparse.Namespace, first: VariantSpec | None) -> model.NoiseFloor:
-    """--noise-floor FILE, else the floor measured for the first variant's kernels, else none."""
+def _floor_for(args: argparse.Namespace, placement: Placement, first: VariantSpec | None) -> model.NoiseFloor:
+    """--noise-floor FILE, else the floor measured for the first variant's kernels (as they
+    build for the target: `running` is its kernel, not this machine's), else none."""
     if args.noise_floor:
         return conclusion.load_floor(Path(args.noise_floor))
     if first is not None:
-        p = lab.prepare(first)
+        p = placement.prepare(first)
         if p.toolchain is not None and (measured := floor.load_for(p)) is not None:
             return measured.noise_floor()
     return model.NoiseFloor()
