@@ -114,12 +114,45 @@ def test_a_missing_side_is_not_measured_with_its_reason_and_another_setting_has_
     assert crosscheck.failed(elsewhere) == []
 
 
-def test_a_wall_only_pair_has_no_band_under_icount():
+def test_a_host_timed_pair_is_judged_by_its_own_wall_band_on_its_own_kernel_and_nowhere_else():
+    """fio's pair: its band holds in wall mode on lab-minimal+workloads+fs:ext4-4k under QEMU;
+    under icount it has none, and the other pairs keep theirs (icount, lab-minimal)."""
+    checks = two_pairs(band=(0.5, 2.0))
+    wall = dataclasses.replace(checks.pair[0], band_variant="lab-minimal+workloads+fs:ext4-4k", band_mode="wall")
+    checks = dataclasses.replace(checks, pair=(wall, checks.pair[1]))
+    r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": cell(300.0),
+                "ctx.ring2_0k": cell(1000.0), "perf-bench.sched_pipe_op_time": cell(3000.0)})
+    on_its_kernel = {**SETTING, "base": "lab-minimal+workloads+fs:ext4-4k", "mode": "wall"}
+    row, other = crosscheck.judge(r, on_its_kernel, checks)["pairs"]
+    assert (row["verdict"], row["why"]) == (crosscheck.IN_BAND, "band 0.5..2")
+    assert other["verdict"] == crosscheck.NO_BAND
+    assert other["why"] == "the band is for lab-minimal of debian:6.1, x86_64, icount mode, under QEMU"
+    r["metrics"][1]["values"]["x"] = cell(1000.0)   # the tool's figure 5x the agent's
+    assert crosscheck.failed(crosscheck.judge(r, on_its_kernel, checks)) == ["null syscall"]
+    row, other = crosscheck.judge(r, {**on_its_kernel, "mode": "icount"}, checks)["pairs"]
+    assert row["verdict"] == crosscheck.NO_BAND and row["why"].startswith("host-timed figures: the pair's band is "
+                                                                           "for wall mode")
+    row, _ = crosscheck.judge(r, {**on_its_kernel, "target": "local"}, checks)["pairs"]
+    assert row["verdict"] == crosscheck.NO_BAND and "under QEMU" in row["why"]
+    row, _ = crosscheck.judge(r, {**on_its_kernel, "base": "lab-minimal+workloads"}, checks)["pairs"]
+    assert row["verdict"] == crosscheck.NO_BAND
+
+
+def test_the_pairs_asked_for_are_the_only_ones_run_and_an_unknown_one_is_refused_in_one_line():
     checks = two_pairs()
-    checks = dataclasses.replace(checks, pair=(dataclasses.replace(checks.pair[0], wall_only=True),))
-    r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": cell(300.0)})
-    [row] = crosscheck.judge(r, SETTING, checks)["pairs"]
-    assert row["verdict"] == crosscheck.NO_BAND and "no icount band" in row["why"]
+    assert [p.name for p in checks.only(["ctx"]).pair] == ["ctx"]
+    assert checks.only(["ctx"]).workloads == ("perf-bench:bench=sched_pipe,loops=2000",)
+    with pytest.raises(LabError, match="no cross-check pair 'nul syscall': the pairs are 'null syscall', 'ctx'"):
+        checks.only(["nul syscall"])
+
+
+def test_a_pair_with_a_band_mode_that_is_no_mode_is_refused():
+    pair = {"name": "p", "agent": "syscall.null", "workload": "perf-bench", "metric": "perf-bench.x",
+            "scale": 1.0, "band": [0.5, 2.0], "differ": "d", "band_mode": "walll"}
+    data = {"band_variant": "lab-minimal", "band_source": "debian:6.1", "band_arch": "x86_64", "band_mode": "icount",
+            "pair": [pair]}
+    with pytest.raises(LabError, match="band_mode must be one of icount, wall"):
+        datafile.load(crosscheck.Crosschecks, data, "crosschecks.toml")
 
 
 def test_the_result_is_a_kind_that_round_trips_and_renders():
@@ -169,6 +202,22 @@ def test_the_agent_and_the_tools_agree_within_the_docs_bands_in_a_real_guest(tmp
     assert verdicts["sequential read, O_DIRECT"][0] == crosscheck.NO_BAND   # host-timed: wall only
 
 
+@pytest.mark.integration
+def test_fio_and_the_agent_read_the_disk_within_the_docs_wall_band_in_a_real_guest(tmp_path):
+    """fio's pair alone (--pair), in its band's setting: lab-minimal+workloads on an ext4 disk,
+    wall mode under QEMU, one boot; both read in 1 MiB O_DIRECT requests in the same boot."""
+    from kernellab.experiments import crosscheck as run_crosscheck
+    from kernellab.experiments.spec import parse_short
+    from kernellab.store import Store
+
+    [pair] = [p for p in crosscheck.load().pair if p.band_mode == "wall"]
+    result, failures = run_crosscheck.run(Store(tmp_path / "store.db"), parse_short(pair.band_variant), "wall", 1,
+                                          600, None, log=lambda line: None, only=[pair.name])
+    assert failures == []
+    [row] = result["pairs"]
+    assert row["verdict"] == crosscheck.IN_BAND, row
+
+
 def test_crosscheck_runs_every_pair_in_one_run_and_writes_a_checked_result(lab, capsys):
     """In the fake lab (its QEMU runs the real agent and the tools on this host): one run of one
     kernel holds both sides of every pair; outside the bands' setting (the fake tree's kernel is
@@ -188,7 +237,7 @@ def test_crosscheck_runs_every_pair_in_one_run_and_writes_a_checked_result(lab, 
             continue
         assert "median" in p["agent"], p
         if p["verdict"] == crosscheck.NO_BAND:
-            assert p["ratio"] > 0 and "bands are for lab-minimal of debian:6.1" in p["why"]
+            assert p["ratio"] > 0 and "the band is for lab-minimal of debian:6.1" in p["why"]
     measured = [p for p in result["pairs"] if p["ratio"] is not None]
     assert measured, json.dumps(result["pairs"], indent=1)[:2000]
 
@@ -199,6 +248,7 @@ def test_a_variant_changed_from_the_bands_base_is_not_judged_by_its_bands():
     from kernellab.experiments.spec import parse_short
 
     assert _kernel(parse_short("lab-minimal")) == "lab-minimal"
+    assert _kernel(parse_short("x=lab-minimal+workloads+fs:ext4-4k")) == "lab-minimal+workloads+fs:ext4-4k"
     changed = _kernel(parse_short("x=lab-minimal+CONFIG_HZ_1000=y+boot:nosmt"))
     assert changed == "lab-minimal+CONFIG_HZ_1000=y+boot:nosmt"
     r = report({"syscall.null": cell(200.0), "perf-bench.syscall_basic_op_time": cell(200.0),

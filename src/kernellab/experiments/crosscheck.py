@@ -6,7 +6,7 @@ from that one compare report, so that both sides of a ratio always share guest a
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,9 +19,11 @@ from .spec import Experiment, VariantSpec
 
 
 def run(store: Store, variant: VariantSpec, mode: str | None, runs: int | None, timeout_s: float,
-        placement: Placement | None, log: Callable[[str], None] = print) -> tuple[dict[str, Any], list[str]]:
-    """The cross-check result of `variant` and the failures of its runs."""
-    checks = pairs.load()
+        placement: Placement | None, log: Callable[[str], None] = print,
+        only: Sequence[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """The cross-check result of `variant` and the failures of its runs; `only`: these
+    pairs' names (--pair), else every pair."""
+    checks = pairs.load().only(only) if only else pairs.load()
     exp = Experiment("crosscheck", [variant], description="the agent's microbenchmarks beside standard tools")
     how = compare.plan(exp, mode, runs, None, timeout_s, placement=placement,
                        workloads=compare.resolve_workloads(checks.workloads))
@@ -42,4 +44,8 @@ def _kernel(variant: VariantSpec) -> str:
         changes.append(variant.toolchain)
     if variant.vcpus:
         changes.append(f"vcpus:{variant.vcpus}")
+    if variant.devices:
+        changes.append(f"devices:{variant.devices}")
+    if variant.fs:
+        changes.append(f"fs:{variant.fs}")
     return "+".join([variant.base, *changes])

@@ -4,7 +4,8 @@ time the same kernel path in the same guest and kernel, as a kind of result (rep
 The pairs are data (metrics/crosschecks.toml, loaded here by the strict loader). `judge`
 reads one compare report (experiments/crosscheck.py runs it) and gives each pair its ratio
 (the tool's figure x scale / the agent's, medians) and its verdict: inside or outside the band
-the data gives for the setting the band was measured in (lab-minimal, x86_64, icount), or no
+the data gives for the setting the band was measured in (lab-minimal, x86_64, icount; a
+host-timed pair's in wall mode, on a kernel with its disk's file system), or no
 band (another setting, where the ratio is shown and not judged), or not measured (with the
 reason the report gives for the side that is missing).
 """
@@ -12,7 +13,8 @@ reason the report gives for the side that is missing).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -33,12 +35,17 @@ class Pair:
     scale: float                  # the tool's figure x scale: the agent's unit, per operation
     band: tuple[float, float]     # where the ratio stays, in the band's setting
     differ: str                   # where the two loops differ
-    wall_only: bool = False       # both figures are host-timed: no band under icount
+    # Where this pair's band was measured, where it is not the file's setting: a pair of
+    # host-timed figures has its band in wall mode, on a kernel that has the disk's file system.
+    band_variant: str = ""
+    band_mode: str = ""
 
     def __post_init__(self) -> None:
         lo, hi = self.band
         if not 0 < lo < hi:
             raise ValueError(f"band must be two numbers 0 < low < high, got {list(self.band)}")
+        if self.band_mode and self.band_mode not in modes.NAMES:
+            raise ValueError(f"band_mode must be one of {', '.join(modes.NAMES)}, got {self.band_mode!r}")
         if self.scale <= 0:
             raise ValueError(f"scale must be positive, got {self.scale}")
         if "." not in self.metric or self.metric.split(".")[0] != self.workload.split(":")[0]:
@@ -66,6 +73,18 @@ class Crosschecks:
     @property
     def agent_metrics(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(p.agent for p in self.pair))
+
+    def setting_of(self, p: Pair) -> tuple[str, str, str, str]:
+        """Where `p`'s band was measured: variant, source, arch, mode (under QEMU)."""
+        return (p.band_variant or self.band_variant, self.band_source, self.band_arch, p.band_mode or self.band_mode)
+
+    def only(self, names: Sequence[str]) -> Crosschecks:
+        """These pairs alone (`--pair`), in the file's order."""
+        known = [p.name for p in self.pair]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise LabError(f"no cross-check pair {unknown[0]!r}: the pairs are " + ", ".join(repr(n) for n in known))
+        return replace(self, pair=tuple(p for p in self.pair if p.name in names))
 
 
 @functools.cache
@@ -106,8 +125,7 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
     if len(report["variants"]) != 1:
         raise LabError("a cross-check reads a report of one variant")
     variant = report["variants"][0]["name"]
-    banded = (setting["base"], setting["source"], setting["arch"], setting["mode"], setting["target"]) == \
-        (checks.band_variant, checks.band_source, checks.band_arch, checks.band_mode, "qemu")
+    here = (setting["base"], setting["source"], setting["arch"], setting["mode"])
     labels = {m["name"]: (m["label"], m["unit"]) for m in report["metrics"]}
     # Each tool as its provenance says, in every report's words.
     programs = {label: Provenance.from_dict(said).program_version() for label, said in _programs(report).items()}
@@ -124,21 +142,20 @@ def judge(report: dict[str, Any], setting: dict[str, str], checks: Crosschecks |
                    if "not_available" in value]
         if not missing:
             row["ratio"] = tool["median"] / agent["median"] if agent["median"] else None
-        if p.wall_only and setting["mode"] == checks.band_mode:
-            row.update(verdict=NO_BAND, why=f"host-timed figures: the pair has no {checks.band_mode} band"
+        band_setting = checks.setting_of(p)
+        host_timed = not modes.get(band_setting[3]).deterministic
+        if host_timed and modes.get(setting["mode"]).deterministic:
+            row.update(verdict=NO_BAND, why=f"host-timed figures: the pair's band is for {band_setting[3]} mode"
                                             + (f" ({'; '.join(missing)})" if missing else ""))
         elif missing:
             row.update(verdict=NOT_MEASURED, why="; ".join(missing))
+        elif row["ratio"] is None:
+            row.update(verdict=NOT_MEASURED, why="the agent's figure is zero")
+        elif here != band_setting or setting["target"] != "qemu":
+            row.update(verdict=NO_BAND, why="the band is for {} of {}, {}, {} mode, under QEMU".format(*band_setting))
         else:
-            if row["ratio"] is None:
-                row.update(verdict=NOT_MEASURED, why="the agent's figure is zero")
-            elif not banded or p.wall_only:
-                row.update(verdict=NO_BAND, why=f"bands are for {checks.band_variant} of {checks.band_source}, "
-                                                f"{checks.band_arch}, {checks.band_mode} under QEMU")
-            else:
-                lo, hi = p.band
-                row.update(verdict=IN_BAND if lo <= row["ratio"] <= hi else OUTSIDE,
-                           why=f"band {lo:g}..{hi:g}")
+            lo, hi = p.band
+            row.update(verdict=IN_BAND if lo <= row["ratio"] <= hi else OUTSIDE, why=f"band {lo:g}..{hi:g}")
         pairs.append(row)
     # QEMU's words for its mode are the mode's summary; a real machine's are its own note.
     how = modes.get(report["mode"]).summary if setting["target"] == "qemu" else report["mode_note"]
