@@ -6,7 +6,10 @@ wraps a real QEMU run of lab-minimal in LAVA's log format and imports it."""
 import datetime
 import json
 import re
+import shlex
 import sqlite3
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -130,6 +133,82 @@ def test_job_options_kernel_type_console_boot_method(lab, capsys):
     assert boot["method"] == "ipxe"
 
 
+QEMU_JOB = ("--device-type", "qemu", "--boot-method", "qemu", "--artifact-url", "file:///srv/kl")
+
+
+def test_qemu_boot_method_boots_the_images_in_the_dispatchers_qemu(lab, capsys):
+    assert lab.main("lava-job", "vm=tinyconfig+boot:mitigations=off", "--source", str(lab.tree), *QEMU_JOB,
+                    "--timeout", "300") == 0
+    job = yaml.safe_load(capsys.readouterr().out)
+    initramfs = job["metadata"]["kernellab.initramfs"]
+    # The device type runs qemu-system-ARCH: the arch is all the job's context says.
+    assert job["context"] == {"arch": "x86_64"}
+    deploy, boot = (next(iter(a.values())) for a in job["actions"])
+    cmdline = "console=ttyS0 printk.time=1 loglevel=7 mitigations=off"
+    assert deploy == {"to": "tmpfs", "timeout": {"minutes": lava.DEPLOY_MINUTES},
+                      "images": {"kernel": {"url": "file:///srv/kl/bzImage",
+                                            "image_arg": f'-kernel {{kernel}} -append "{cmdline}"'},
+                                 "initrd": {"url": f"file:///srv/kl/{initramfs}", "image_arg": "-initrd {initrd}"}}}
+    # The dispatcher splits QEMU's command at spaces outside quotes: the command line stays one argument.
+    assert shlex.split(deploy["images"]["kernel"]["image_arg"]) == ["-kernel", "{kernel}", "-append", cmdline]
+    assert boot == {"method": "qemu", "media": "tmpfs", "timeout": {"minutes": 7}, "prompts": [lava.END_PROMPT]}
+    assert job["timeouts"]["job"]["minutes"] > lava.DEPLOY_MINUTES + 7
+
+    assert lab.main("lava-job", "tinyconfig", "--source", str(lab.tree), *QEMU_JOB, "--console", "ttyS1") == 0
+    kernel = yaml.safe_load(capsys.readouterr().out)["actions"][0]["deploy"]["images"]["kernel"]
+    assert kernel["image_arg"] == '-kernel {kernel} -append "console=ttyS1 printk.time=1 loglevel=7"'
+
+
+QEMU_REFUSED = {
+    "kernel-type": (("tinyconfig", "--kernel-type", "image"), "the qemu boot method gives QEMU the image itself"),
+    "quote": (('tinyconfig+boot:a="b"',), "has a double quote or a brace"),
+    "brace": (("tinyconfig+boot:x={initrd}",), "has a double quote or a brace"),
+    "no-qemu": (("tinyconfig", "--arch", "mpc885"), "arch mpc885 has no QEMU machine"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QEMU_REFUSED))
+def test_qemu_boot_method_refuses_what_lavas_qemu_cannot_take(lab, capsys, case):
+    args, says = QEMU_REFUSED[case]
+    assert lab.main("lava-job", *args, "--source", str(lab.tree), *QEMU_JOB) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kernellab: error: ") and err.count("\n") == 1 and says in err, err
+    assert not lab.store.exists()  # refused before anything was built
+
+
+LAVA_SCHEMA = Path("/usr/share/lava-common/lava-schema.py")   # lava-common's own checker (packages.txt)
+
+
+@pytest.mark.skipif(not LAVA_SCHEMA.is_file(), reason="LAVA's job schema is not installed "
+                    "(apt-get install lava-common, as src/kernellab/packages.txt lists)")
+def test_every_boot_methods_job_is_valid_to_lavas_own_schema(lab, capsys):
+    jobs = []
+    for method in lava.BOOT_METHODS:
+        jobs.append(lab.tmp / f"{method}.yaml")
+        assert lab.main("lava-job", "tinyconfig+boot:mitigations=off", "--source", str(lab.tree),
+                        "--device-type", "qemu", "--artifact-url", URL, "--boot-method", method,
+                        "-o", str(jobs[-1])) == 0
+    # What LAVA refuses, to show the check can fail: a QEMU boot given a bootloader's commands.
+    bad = yaml.safe_load(jobs[-1].read_text())
+    bad["actions"][1]["boot"]["commands"] = "ramdisk"
+    jobs.append(lab.tmp / "bad.yaml")
+    jobs[-1].write_text(yaml.safe_dump(bad))
+
+    checked = subprocess.run([str(LAVA_SCHEMA), "job", "--strict", *map(str, jobs)], capture_output=True,
+                             text=True, timeout=120)
+    # It lists each file ("* PATH"), each complaint under its file ("  -> ...").
+    said: dict[str, list[str]] = {}
+    for line in checked.stdout.splitlines():
+        if line.startswith("* "):
+            said[line[2:]] = []
+        else:
+            said[next(reversed(said))].append(line)
+    assert set(said) == set(map(str, jobs)), checked.stdout + checked.stderr
+    assert {Path(path).stem for path, complaints in said.items() if complaints} == {"bad"}, checked.stdout
+    assert "extra keys not allowed" in " ".join(said[str(jobs[-1])])
+    assert checked.returncode == 1
+
+
 # -- import-lava ---------------------------------------------------------------------
 
 def test_import_stores_the_agents_records_once_per_job(lab, capsys):
@@ -227,6 +306,35 @@ def test_a_malformed_log_is_one_clear_line(lab, capsys, case):
     err = capsys.readouterr().err
     assert err.startswith("kernellab: error: ") and err.count("\n") == 1 and says in err, err
     assert not lab.store.exists()  # read and refused before anything was built or stored
+
+
+def test_a_dispatchers_own_stream_reads_as_the_servers_log(tmp_path):
+    # lava-run alone prints each entry on its own line; the server stores them as a list.
+    server = write_log(tmp_path / "output.yaml", lava_log(board_console(agent_console())))
+    stream = tmp_path / "lava-run.log"
+    stream.write_text("".join(line.removeprefix("- ") + "\n" for line in server.read_text().splitlines()))
+    assert not stream.read_text().startswith("- ")
+    assert read_log(stream).entries == read_log(server).entries
+    assert len(read_log(stream).console()) == len(agent_console())
+    # A damaged line is named by its line in the file, as in a server's log.
+    stream.write_text("\n" + stream.read_text().replace('"lvl"', '"lvl" [', 1))
+    with pytest.raises(LabError, match="is not YAML at line 2;"):
+        read_log(stream)
+
+
+def test_a_firmwares_terminal_reset_before_the_kernels_first_line_leaves_its_printk_time(tmp_path):
+    """LAVA's QEMU device: SeaBIOS's reset (ESC c, ESC [?7l, ESC [2J) is left stuck to the
+    kernel's first line with its ESC bytes dropped; the line's printk time is still read, and
+    a line that only looks alike keeps its text."""
+    from kernellab.guest.console import milestones
+    first = "[    0.000000] Linux version 6.1.0 (gcc 12.2.0)"
+    for before in ("c[?7l[2J", "Booting from ROM..c[?7l[2J"):
+        log = write_log(tmp_path / "output.yaml",
+                        lava_log(board_console([f"{before}{first}", "c[?7l[2J the BIOS"])))
+        lines = {line.text for line in read_log(log).console()}
+        assert first in lines and "c[?7l[2J the BIOS" in lines
+        found = {m.name: m.printk_s for m in milestones(read_log(log).console())}
+        assert found["linux_version"] == 0.0
 
 
 def test_job_number_from_the_option_or_the_log(lab, capsys, tmp_path):

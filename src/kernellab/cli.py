@@ -808,7 +808,7 @@ def cmd_workload_userland(args: argparse.Namespace) -> int:
 def cmd_workload_crosscheck(args: argparse.Namespace) -> int:
     placement = _placement(args)
     result, failures = crosscheck.run(_store(args), _variant(args.variant, args), args.mode, args.runs,
-                                      args.timeout, placement, log=_log)
+                                      args.timeout, placement, log=_log, only=args.pair or ())
     _output(kinds.get("crosscheck").render(result, args.format), args.output)
     for f in failures:
         print(f"kernellab: error: {f}", file=sys.stderr)
@@ -973,9 +973,10 @@ def _roff_examples() -> str:
 
 def cmd_lava_job(args: argparse.Namespace) -> int:
     run_workloads = compare.resolve_workloads(args.workload or [])
+    spec = _variant(args.variant, args)
     lava.check_job_options(args.device_type, args.artifact_url, args.console, args.timeout,  # before a build
-                           run_workloads)
-    p = lab.prepare(_variant(args.variant, args))
+                           run_workloads, args.boot_method, args.kernel_type, spec)
+    p = lab.prepare(spec)
     build = lab.ensure_built(p, _store(args), log=_log)
     initrd = lab.initramfs_for(p, run_workloads)   # with the workloads' userland, as a QEMU guest's
     options = lab.RunOptions(mode="wall", timeout_s=args.timeout, workloads=run_workloads)
@@ -1684,6 +1685,9 @@ def parser() -> argparse.ArgumentParser:
     runs_opt(wlx, "boots (default: the mode's)")
     wlx.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                      help="seconds before a guest counts as hung (each workload's own timeout is added)")
+    wlx.add_argument("--pair", action="append", metavar="NAME",
+                     help="only this pair (repeatable; the names are the table's first column), e.g. "
+                          "--pair 'sequential read, O_DIRECT': a run costs only its programs' time")
     target_opts(wlx)
     format_opt(wlx, "table", "markdown", "json")
     wlx.add_argument("--output", "-o", default=None, help="write the result to this file instead of stdout")
@@ -1707,7 +1711,7 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--recent", type=_row_count, default=50, help="how many recent runs count as using (50)")
     cp.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
 
-    lj = command("lava-job", "write a LAVA job that boots a variant with the agent (tftp kernel and initramfs)",
+    lj = command("lava-job", "write a LAVA job that boots a variant with the agent (kernel and initramfs)",
                  cmd_lava_job)
     lj.add_argument("variant", help="the variant to boot, as compare takes it")
     lj.add_argument("--device-type", required=True, help="the lab's device type to run on")
@@ -1717,7 +1721,8 @@ def parser() -> argparse.ArgumentParser:
     lj.add_argument("--kernel-type", choices=lava.KERNEL_TYPES,
                     help="LAVA's kernel type (default: from the image's name; none for bzImage and vmlinux)")
     lj.add_argument("--boot-method", choices=lava.BOOT_METHODS, default="u-boot",
-                    help="how the device type boots a tftp kernel and ramdisk (default u-boot)")
+                    help="how the device type boots the kernel and ramdisk: its bootloader's tftp commands, "
+                         "or qemu for LAVA's QEMU device type (default u-boot)")
     lj.add_argument("--timeout", type=_positive, default=lab.DEFAULT_TIMEOUT_S,
                     help="seconds the kernel and the agent may take once the bootloader starts them")
     lj.add_argument("--output", "-o", help="write the job to a file")

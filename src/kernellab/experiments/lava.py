@@ -23,10 +23,29 @@
                                          # with --workload: the agent's initramfs and, appended,
                                          # the workloads' Debian userland (the QEMU guest's)
     - boot:
-        method: u-boot                   # --boot-method: u-boot, ipxe, grub, depthcharge
+        method: u-boot                   # --boot-method: u-boot, ipxe, grub, depthcharge (qemu: below)
         commands: ramdisk                # the device type's own tftp kernel+ramdisk commands
         timeout: {minutes: B}
         prompts: ['@KL seq=[0-9]+ t=end records=[0-9]+ #[0-9a-f]{8}']
+
+With --boot-method qemu, for LAVA's QEMU device type, the dispatcher runs the QEMU itself:
+
+    context: {arch: ARCH}                # the device type runs qemu-system-ARCH (the arch's QEMU)
+    actions:
+    - deploy:
+        to: tmpfs
+        timeout: {minutes: 10}
+        images:                          # each image_arg joins the device's QEMU command,
+          kernel: {url: URL/IMAGE,       # {label} replaced by the downloaded file
+                   image_arg: '-kernel {kernel} -append "console=CONSOLE printk.time=1 loglevel=7 ..."'}
+          initrd: {url: URL/INITRAMFS.cpio, image_arg: '-initrd {initrd}'}
+    - boot: {method: qemu, media: tmpfs, timeout: {minutes: B}, prompts: [the same end record]}
+
+The kernel command line is in the kernel's image_arg: the device type's template gives the
+qemu method no -append (only qemu-nfs), and the job's context no kernel arguments. Its words
+cannot hold a double quote (the dispatcher splits the command at spaces outside quotes) or
+a brace ({label} is an image's path); the device decides QEMU's machine, memory and KVM. A
+dispatcher alone runs it (`lava-run`), file:// URLs and all (tests/test_lava_dispatcher.py).
 
 There is no test action: the agent is the initramfs's /init and prints its records on the
 console by itself. The boot action ends when LAVA sees one of its `prompts` (pexpect
@@ -59,6 +78,8 @@ from typing import Any
 
 import yaml
 
+from .. import arches
+from ..arches import ArchProfile
 from ..build import Build
 from ..errors import LabError
 from ..guest.records import InvalidRecord, RecordStream
@@ -68,8 +89,11 @@ from ..targets import registry
 from ..targets.lava import CAPABILITIES, LavaLog, LavaLogTarget
 from ..workloads import Instance
 from .lab import Prepared, RunOptions, RunOutcome, run
+from .spec import VariantSpec
 
-BOOT_METHODS = ("u-boot", "ipxe", "grub", "depthcharge")
+BOOT_METHODS = ("u-boot", "ipxe", "grub", "depthcharge", "qemu")
+# LAVA's QEMU device type: the dispatcher runs the QEMU itself, with no bootloader.
+QEMU = "qemu"
 KERNEL_TYPES = ("image", "zimage", "uimage")
 # LAVA's names for the images it knows by their format; a bzImage or an ELF vmlinux has
 # none (x86 boards boot with ipxe or grub, which need no type).
@@ -98,10 +122,14 @@ def check_device_type(device_type: str) -> str:
 
 
 def check_job_options(device_type: str, artifact_url: str, console: str | None, timeout_s: float,
-                      workloads: Sequence[Instance] = ()) -> None:
+                      workloads: Sequence[Instance] = (), boot_method: str = "u-boot",
+                      kernel_type: str | None = None, spec: VariantSpec | None = None) -> None:
     """The words `lava-job` puts in a job, refused before anything is built when they
-    would not stay the one value they are, and workloads the board cannot run."""
+    would not stay the one value they are, and workloads the board cannot run; `spec`:
+    the variant, whose arch and command line the qemu boot method puts in the job."""
     check_device_type(device_type)
+    if boot_method == QEMU:
+        _check_qemu_job(kernel_type, spec)
     registry.check_workloads(f"lava:{device_type}", CAPABILITIES, workloads)
     if console is not None and not _CONSOLE.fullmatch(console):
         raise LabError(f"--console {console!r}: a serial console is a device name, like ttyS0 or ttyAMA0 "
@@ -114,18 +142,50 @@ def check_job_options(device_type: str, artifact_url: str, console: str | None, 
                        f"at most {MAX_TIMEOUT_S:.0f} (a day)")
 
 
+def _check_qemu_job(kernel_type: str | None, spec: VariantSpec | None) -> None:
+    if kernel_type is not None:
+        raise LabError(f"--kernel-type {kernel_type}: the qemu boot method gives QEMU the image itself "
+                       "(-kernel), which takes no LAVA kernel type: leave --kernel-type out")
+    if spec is None:
+        return
+    qemu_arch(arches.load(spec.arch))
+    for word in spec.boot_words():
+        # The dispatcher splits QEMU's command at spaces outside quotes (pexpect) and puts
+        # each image's path where its {label} is: the command line is one "quoted" word.
+        if any(c in word for c in '"{}'):
+            raise LabError(f"variant {spec.name!r}: boot parameter {word!r} has a double quote or a brace, which "
+                           "the qemu boot method cannot pass through LAVA's QEMU command: leave it out")
+
+
+def qemu_arch(profile: ArchProfile) -> str:
+    """The QEMU device type's name for the arch (its job context's `arch`): the device type
+    runs qemu-system-ARCH (its template maps arm64 and aarch64 alike)."""
+    binary = Path(profile.qemu.binary).name if profile.qemu is not None else ""
+    if not binary.startswith("qemu-system-"):
+        raise LabError(f"arch {profile.name} has no QEMU machine: the qemu boot method boots the kernel in the "
+                       "dispatcher's QEMU; use --boot-method u-boot (or the board's own) instead")
+    return binary.removeprefix("qemu-system-")
+
+
 def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions, device_type: str,
                    artifact_url: str, console: str | None = None, kernel_type: str | None = None,
                    boot_method: str = "u-boot") -> dict[str, Any]:
-    check_job_options(device_type, artifact_url, console, options.timeout_s)
+    check_job_options(device_type, artifact_url, console, options.timeout_s, boot_method=boot_method,
+                      kernel_type=kernel_type, spec=p.spec)
     url = artifact_url.rstrip("/")
-    kernel: dict[str, Any] = {"url": f"{url}/{build.image.name}"}
-    kernel_type = kernel_type or _KERNEL_TYPE_OF.get(build.image.name)
-    if kernel_type:
-        kernel["type"] = kernel_type
     # The bootloader's and the kernel's share, and each workload's own timeout (as a QEMU run's).
     boot_minutes = math.ceil((options.timeout_s + options.workload_timeout_s()) / 60) + 2
     machine = p.profile.qemu
+    console = console or (machine.console if machine else "ttyS0")
+    kernel_args = f"{BOARD_ARGS} {options.cmdline(p.spec)}".strip()
+    if boot_method == QEMU:
+        context: dict[str, str] = {"arch": qemu_arch(p.profile)}
+        deploy = _tmpfs_deploy(url, build, initrd, f"console={console} {kernel_args}")
+        boot: dict[str, Any] = {"method": QEMU, "media": "tmpfs"}
+    else:
+        context = {"console_device": console, "extra_kernel_args": kernel_args}
+        deploy = _tftp_deploy(url, build, initrd, kernel_type)
+        boot = {"method": boot_method, "commands": "ramdisk"}
     return {
         "device_type": device_type,
         "job_name": f"kernellab {p.spec.name} (Linux {p.source.version}, {p.profile.name})"[:200],
@@ -133,8 +193,7 @@ def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions,
                      "action": {"minutes": 5}, "connection": {"minutes": 2}},
         "priority": "medium",
         "visibility": "public",
-        "context": {"console_device": console or (machine.console if machine else "ttyS0"),
-                    "extra_kernel_args": f"{BOARD_ARGS} {options.cmdline(p.spec)}".strip()},
+        "context": context,
         "metadata": {"kernellab.variant": p.spec.name, "kernellab.build_key": build.key,
                      "kernellab.config_hash": p.config.hash, "kernellab.initramfs": initrd.name,
                      "kernellab.arch": p.profile.name, "kernellab.source": p.source.version,
@@ -142,13 +201,29 @@ def job_definition(p: Prepared, build: Build, initrd: Path, options: RunOptions,
                      **({"kernellab.workloads": " ".join(i.label for i in options.workloads)}
                         if options.workloads else {})},
         "actions": [
-            {"deploy": {"to": "tftp", "timeout": {"minutes": DEPLOY_MINUTES}, "kernel": kernel,
-                        "ramdisk": {"url": f"{url}/{initrd.name}", "install_modules": False,
-                                    "install_overlay": False}}},
-            {"boot": {"method": boot_method, "commands": "ramdisk", "timeout": {"minutes": boot_minutes},
-                      "prompts": [END_PROMPT]}},
+            {"deploy": deploy},
+            {"boot": {**boot, "timeout": {"minutes": boot_minutes}, "prompts": [END_PROMPT]}},
         ],
     }
+
+
+def _tftp_deploy(url: str, build: Build, initrd: Path, kernel_type: str | None) -> dict[str, Any]:
+    kernel: dict[str, Any] = {"url": f"{url}/{build.image.name}"}
+    kernel_type = kernel_type or _KERNEL_TYPE_OF.get(build.image.name)
+    if kernel_type:
+        kernel["type"] = kernel_type
+    return {"to": "tftp", "timeout": {"minutes": DEPLOY_MINUTES}, "kernel": kernel,
+            "ramdisk": {"url": f"{url}/{initrd.name}", "install_modules": False, "install_overlay": False}}
+
+
+def _tmpfs_deploy(url: str, build: Build, initrd: Path, cmdline: str) -> dict[str, Any]:
+    """The QEMU device type's deploy: the dispatcher downloads the images and adds each
+    one's image_arg to the device's QEMU command, {label} replaced by its local path. The
+    device type gives QEMU no -append (only its nfs method does), so the kernel's does."""
+    return {"to": "tmpfs", "timeout": {"minutes": DEPLOY_MINUTES},
+            "images": {"kernel": {"url": f"{url}/{build.image.name}",
+                                  "image_arg": f'-kernel {{kernel}} -append "{cmdline}"'},
+                       "initrd": {"url": f"{url}/{initrd.name}", "image_arg": "-initrd {initrd}"}}}
 
 
 def job_yaml(job: dict[str, Any], p: Prepared, build: Build, initrd: Path, variant: str,

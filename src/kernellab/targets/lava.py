@@ -7,7 +7,10 @@ list of entries, one per line the dispatcher logged:
     - {"dt": "2024-05-02T10:00:09.654321+00:00", "lvl": "target", "msg": "[    0.000000] Linux version ..."}
 
 `lvl: target` entries are the board's serial console, one line each; the others are the
-dispatcher's own (info, debug, results, ...), whose `msg` may be a dict. The console is
+dispatcher's own (info, debug, results, ...), whose `msg` may be a dict. A dispatcher run
+alone (`lava-run`, no server) prints the same entries on its standard error without the
+list's `- `: the worker adds it when it sends them (lava_common.log.sender), and the
+server keeps the lines as sent (output.yaml). Such a stream is read as the server's log. The console is
 replayed through the same measurement session as a live boot, so record framing, CRCs and
 verdicts apply unchanged; its host time is seconds since the log's first entry.
 """
@@ -37,6 +40,11 @@ HOW_TO_GET = "download it with `lavacli jobs logs --raw JOB > log.yaml` or as lo
 _JOB_DIR = (re.compile(r"/[^/\s]*?(\d+(?:\.\d+)?)/tftp-deploy-"),
             re.compile(r"/dispatcher/tmp/[^/\s]*?(\d+(?:\.\d+)?)(?:/|$)"))
 _DOWNLOADING = re.compile(r"^downloading (\S+)")
+# A firmware's terminal reset (SeaBIOS: ESC c, ESC [?7l, ESC [2J) left in front of the
+# kernel's first line on a QEMU device, its ESC bytes dropped by the dispatcher's log, and
+# sometimes the firmware's own "Booting from ROM.." before it: the screen was cleared, so
+# nothing before the clear is on that line, and its printk time must be its first word.
+_BIOS_RESET = re.compile(r"^.{0,200}?\[2J(?=\[\s*[0-9]{1,10}\.[0-9]{1,9}\])")
 
 
 # A kernellab job's log is a few megabytes (its console and the dispatcher's lines); a
@@ -100,7 +108,8 @@ class LavaLog:
     entries: list[Entry]
 
     def console(self) -> list[ConsoleLine]:
-        return [ConsoleLine(e.t, e.msg) for e in self.entries if e.lvl == "target" and isinstance(e.msg, str)]
+        return [ConsoleLine(e.t, _BIOS_RESET.sub("", e.msg, count=1)) for e in self.entries
+                if e.lvl == "target" and isinstance(e.msg, str)]
 
     def job_id(self) -> str | None:
         """The job's number as the dispatcher's paths name it, when the log has them."""
@@ -125,7 +134,7 @@ class LavaLog:
 def read_log(path: Path) -> LavaLog:
     """The log's entries; a file that is no LAVA job log is one LabError saying so."""
     not_a_log = f"{path} is not a LAVA job log (a YAML list of {{dt, lvl, msg}} entries)"
-    text = _read_text(path)
+    text = _as_list(_read_text(path))
     try:
         data = _load(text)
     except _Alias:
@@ -168,6 +177,15 @@ def _read_text(path: Path) -> str:
         raise LabError(f"{path} is larger than {MAX_LOG_BYTES // 2**20} MiB, far more than a LAVA job log of a "
                        f"kernellab job: is it the right file? {HOW_TO_GET}")
     return raw.decode(errors="replace")
+
+
+def _as_list(text: str) -> str:
+    """A dispatcher's own stream (each line one {dt, lvl, msg} flow mapping) as the server
+    stores it: each line an item of one list, so that a YAML error's line number is still
+    the file's. Anything else is left to the YAML parser as it is."""
+    if not text.lstrip().startswith("{"):
+        return text
+    return "".join(f"- {line}\n" if line.strip() else "\n" for line in text.splitlines())
 
 
 def _timestamp(value: object) -> datetime.datetime | None:
