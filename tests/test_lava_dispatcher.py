@@ -2,7 +2,8 @@
 (`lava-run`, the dispatcher without a server) runs the job kernellab writes for LAVA's QEMU
 device type, with LAVA's own job validation, on the device dictionary lava-server renders for
 a qemu device (tests/data/lava/qemu-x86_64.yaml, under TCG), and the log it writes is
-imported as a run. The kernel is the integration lane's one lab-minimal build."""
+imported as a run, with a workload run from the Debian userland the job's ramdisk carries.
+The kernel is the integration lane's one lab-minimal build."""
 
 import json
 import os
@@ -27,16 +28,22 @@ DEVICE = Path(__file__).parent / "data" / "lava" / "qemu-x86_64.yaml"
                     "lava-dispatcher (src/kernellab/packages.txt lists it)")
 def test_a_job_run_by_lavas_own_dispatcher_imports_as_a_run(minimal, store, tmp_path):
     prepared, build = minimal
-    # The lab's file server: the dispatcher downloads file:// URLs itself.
+    # The lab's file server: the dispatcher downloads file:// URLs itself. The job carries a
+    # workload: its ramdisk is the agent's initramfs with hackbench's Debian userland appended,
+    # the files the job's header says to serve.
     served = tmp_path / "served"
     served.mkdir()
-    initrd = lab.initramfs_for(prepared)
-    for path in (build.image, initrd):
-        (served / path.name).symlink_to(path)
     job_file = tmp_path / "job.yaml"
+    workload = "hackbench:groups=1,loops=10"
     written = kernellab("lava-job", "lab-minimal=lab-minimal", "--device-type", "qemu", "--boot-method", "qemu",
-                        "--artifact-url", served.as_uri(), "-o", str(job_file), store_path=store.path)
+                        "--artifact-url", served.as_uri(), "--workload", workload, "-o", str(job_file),
+                        store_path=store.path)
     assert written.returncode == 0, written.stderr
+    image, initrd = (Path(p) for p in re.match(r"# Written by kernellab lava-job\. Serve (\S+) and (\S+)\n",
+                                                 job_file.read_text()).groups())
+    assert image == build.image and initrd != lab.initramfs_for(prepared)
+    for path in (image, initrd):
+        (served / path.name).symlink_to(path)
 
     # The dispatcher keeps a job's files in /var/lib/lava/dispatcher/tmp/JOB: a number no
     # other job running now has.
@@ -55,7 +62,7 @@ def test_a_job_run_by_lavas_own_dispatcher_imports_as_a_run(minimal, store, tmp_
     assert f"Matched prompt #10: {lava.END_PROMPT}" in said
 
     done = kernellab("import-lava", str(log), "lab-minimal=lab-minimal", "--device-type", "qemu",
-                     store_path=store.path)
+                     "--workload", workload, store_path=store.path)
     assert done.returncode == 0, done.stderr
     run_id = int(re.fullmatch(rf"job {job}: run (\d+), ok, \d+ samples\n", done.stdout).group(1))
     run = store.run(run_id)
@@ -64,6 +71,10 @@ def test_a_job_run_by_lavas_own_dispatcher_imports_as_a_run(minimal, store, tmp_
     assert (info["label"], info["details"]["job_id"]) == ("LAVA device qemu", job)
     metrics = store.run_metrics(run_id)
     assert metrics["syscall.null"] and all(v > 0 for v in metrics["syscall.null"])
+    # hackbench ran on the board from the same userland a QEMU guest of the arch boots.
+    [ran_workload] = store.run_workloads(run_id)
+    assert ran_workload["status"] == "ok", ran_workload
+    assert metrics["hackbench.process_socket_time"] and all(v > 0 for v in metrics["hackbench.process_socket_time"])
     assert metrics["proc.fork_exit"] and all(v > 0 for v in metrics["proc.fork_exit"])
     # The kernel's first line follows SeaBIOS's terminal reset: its printk time is read all the same.
     assert {"boot.linux_version.host", "boot.linux_version.printk", "boot.init_start.printk",
