@@ -84,11 +84,12 @@ def kernellab(*args, store_path, timeout=900):
 # attribution tests, which probe around the ssh guest's config (which compiles in their
 # DEBUG_PAGEALLOC too), a few objects at a time. Tests that only boot lab-minimal (whoever
 # builds it first, the others wait for that build) are not in the chain. The debug-cost
-# study's debug kernel (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own)
-# and s390x are built ahead in the background (tests/prefetch.py): the tests that need them
-# come last.
+# study's debug kernel (PROVE_LOCKING, SLUB_DEBUG_ON: every object, in a tree of its own),
+# lab-minimal+workloads (fio's cross-check band: System V IPC, most objects; a tree of its
+# own too) and s390x are built ahead in the background (tests/prefetch.py): the tests that
+# need them come last.
 _X86_TREE = ("test_variants_integration.py", "test_ssh_target.py", "test_attribution_integration.py")
-_LAST = ("test_arch_integration.py", "test_study_integration.py", "test_ssh_target.py",
+_LAST = ("test_arch_integration.py", "test_study_integration.py", "test_crosscheck_wall.py", "test_ssh_target.py",
          "test_attribution_integration.py")
 
 

@@ -2,9 +2,11 @@
 
 A cold run of the test command builds about 50 CPU-minutes of kernels, and spends about
 as long in QEMU boots and the fake lab's tests. The kernels that no other test builds
-around, a small s390x lab-minimal (a tree of its own) and the debug-cost study's debug kernel
-(lockdep: a rebuild of every object, also on the way back; built in a tree of its own, so
-that the shared tree keeps the state the other tests' incremental builds start from), are
+around, a small s390x lab-minimal (a tree of its own), the debug-cost study's debug kernel
+(lockdep: a rebuild of every object, also on the way back) and lab-minimal+workloads (fio's
+cross-check band; System V IPC changes the task struct: most objects), the last two in trees
+of their own, so that the shared tree keeps the state the other tests' incremental builds
+start from, are
 built here, in the background, from the start, at the priority of the tests beside the
 x86_64 tree's chain (conftest.py): that chain (its builds, then QEMU boots one after
 another) is the run's longest path and goes first; this build shares the rest of the CPU
@@ -44,10 +46,12 @@ BESIDE_THE_CHAIN = 10
 ARCH_SMALL = f"small=lab-minimal+{Path(__file__).resolve().parent / 'data' / 'arch-small.config'}"
 # (variant, arch, in a tree of its own), in the order the tests need them (conftest's _LAST).
 KERNELS = ((ARCH_SMALL, "s390x", False),
-           ("debug=lab-minimal+debug-kernel", "x86_64", True))
+           ("debug=lab-minimal+debug-kernel", "x86_64", True),
+           # fio's cross-check band (System V IPC: most objects again, also on the way back)
+           ("workloads=lab-minimal+workloads", "x86_64", True))
 # The test files whose kernels these are (integration tests only, each file marked so): a session
 # without them starts nothing.
-FOR = ("test_arch_integration.py", "test_study_integration.py")
+FOR = ("test_arch_integration.py", "test_study_integration.py", "test_crosscheck_wall.py")
 
 
 class Prefetch:

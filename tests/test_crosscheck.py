@@ -202,22 +202,6 @@ def test_the_agent_and_the_tools_agree_within_the_docs_bands_in_a_real_guest(tmp
     assert verdicts["sequential read, O_DIRECT"][0] == crosscheck.NO_BAND   # host-timed: wall only
 
 
-@pytest.mark.integration
-def test_fio_and_the_agent_read_the_disk_within_the_docs_wall_band_in_a_real_guest(tmp_path):
-    """fio's pair alone (--pair), in its band's setting: lab-minimal+workloads on an ext4 disk,
-    wall mode under QEMU, one boot; both read in 1 MiB O_DIRECT requests in the same boot."""
-    from kernellab.experiments import crosscheck as run_crosscheck
-    from kernellab.experiments.spec import parse_short
-    from kernellab.store import Store
-
-    [pair] = [p for p in crosscheck.load().pair if p.band_mode == "wall"]
-    result, failures = run_crosscheck.run(Store(tmp_path / "store.db"), parse_short(pair.band_variant), "wall", 1,
-                                          600, None, log=lambda line: None, only=[pair.name])
-    assert failures == []
-    [row] = result["pairs"]
-    assert row["verdict"] == crosscheck.IN_BAND, row
-
-
 def test_crosscheck_runs_every_pair_in_one_run_and_writes_a_checked_result(lab, capsys):
     """In the fake lab (its QEMU runs the real agent and the tools on this host): one run of one
     kernel holds both sides of every pair; outside the bands' setting (the fake tree's kernel is
