@@ -56,7 +56,10 @@ class FakeLab:
         return main([command, *sub, *source, *args[len(sub):], "--store", str(self.store)])
 
     def runs(self) -> list[dict]:
-        """The store's runs, oldest first, with their variant's name and sample count."""
+        """The store's runs, oldest first, with their variant's name and sample count (none
+        when the store was never made: a command refused before it touched one)."""
+        if not self.store.exists():
+            return []
         db = sqlite3.connect(self.store)
         db.row_factory = sqlite3.Row
         try:
