@@ -364,3 +364,22 @@ def test_the_docs_example_is_a_file_that_loads(tmp_path):
     example = text.split("```toml\n", 1)[1].split("```", 1)[0]
     inst = workloads.resolve(str(write(tmp_path, textwrap.dedent(example), "example.toml")))
     assert inst.metrics()
+
+
+def test_a_metric_label_names_its_program_once():
+    """A label that starts with the program's own name ("redis GET: ...") is not prefixed
+    again ("redis: redis GET: ..."); one that does not gets the workload's name in front."""
+    from kernellab.experiments import compare
+    from kernellab.guest.workloads import catalog_metrics
+    from kernellab.metrics import catalog
+
+    names = [path.stem for path in (Path(__file__).parent.parent / "src/kernellab/workloads").glob("*.toml")]
+    with catalog.command_scope():   # resolving registers their metrics: for this test alone
+        labels = {m.name: m.label for m in catalog_metrics(compare.resolve_workloads(sorted(names)))}
+    assert labels["redis.get_rps"] == "redis GET: requests per second"
+    assert labels["nginx.rps"] == "nginx: requests per second"
+    assert labels["stress-ng.switch_ops_per_s"] == "stress-ng: switch: bogo ops per second (real time)"
+    for name, label in labels.items():
+        program = name.split(".")[0].split("-")[0]
+        assert not label.startswith(f"{name.split('.')[0]}: {program}"), (name, label)
+        assert label.startswith(program), (name, label)

@@ -112,12 +112,21 @@ def check_host_programs(instances: Sequence[Instance]) -> None:
                            f"{program} is not installed here: {install}")
 
 
+def _named(inst: Instance, label: str) -> str:
+    """The label with the workload's name in front, unless it starts with the program's own
+    ("redis GET: ...", "perf bench ...": the first part of the workload's name): never
+    "redis: redis GET"."""
+    program = inst.workload.name.split("-")[0]
+    first = re.split(r"[\s:,]", label, maxsplit=1)[0]
+    return label if first == program else f"{inst.workload.name}: {label}"
+
+
 def catalog_metrics(instances: Sequence[Instance]) -> list[catalog.Metric]:
     """The instances' metrics as the catalog describes them."""
     out = []
     for inst in instances:
         for m in inst.metrics():
-            out.append(catalog.Metric(metric_name(inst, m), f"{inst.workload.name}: {m.label}", m.unit,
+            out.append(catalog.Metric(metric_name(inst, m), _named(inst, m.label), m.unit,
                                       "lower" if m.better == "lower" else "higher", catalog.WORKLOAD_GROUP,
                                       "guest", "workload", m.modes, m.needs))
     return out
